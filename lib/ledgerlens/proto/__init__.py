@@ -1,0 +1,1 @@
+"""Generated protobuf modules (see proto/generate.py). Do not edit."""

@@ -1,0 +1,197 @@
+"""Every inventory table and the findings table, declared once.
+
+The collectors write these columns in this order, the audit reads them, the tests compare against
+them. Times are epoch milliseconds (``*_ms``), sizes are bytes. Every metadata table has a ``path``
+(the metadata-store node) and an ``error`` column: a node that does not decode is kept as one row
+with ``error`` set and the decoded columns null, and becomes a ``corrupt_metadata`` finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql import types as T
+
+_S, _L, _I, _B = T.StringType(), T.LongType(), T.IntegerType(), T.BooleanType()
+
+
+def _schema(*fields: tuple[str, T.DataType]) -> T.StructType:
+    return T.StructType([T.StructField(name, dtype, True) for name, dtype in fields])
+
+
+BK_LEDGERS = _schema(
+    ("ledger_id", _L),
+    ("path", _S),
+    ("format_version", _I),  # 1, 2 or 3 (BookieMetadataFormatVersion)
+    ("state", _S),  # OPEN, IN_RECOVERY, CLOSED
+    ("ensemble_size", _I),
+    ("write_quorum", _I),
+    ("ack_quorum", _I),
+    ("length", _L),  # bytes, as recorded when the ledger was closed
+    ("last_entry_id", _L),
+    ("ctime_ms", _L),  # metadata ctime, else the znode's ctime
+    ("znode_ctime_ms", _L),
+    ("znode_mtime_ms", _L),
+    ("znode_version", _I),
+    ("digest_type", _S),
+    ("bookies", T.ArrayType(_S)),
+    ("custom_metadata", T.MapType(_S, _S)),  # UTF-8 values; binary ones as "base64:<...>"
+    ("application", _S),
+    ("component", _S),  # managed-ledger, schema, compacted-ledger, delayed-index-bucket
+    ("managed_ledger", _S),  # pulsar/managed-ledger
+    ("cursor", _S),  # pulsar/cursor (URL-encoded, as the broker stores it)
+    ("schema_id", _S),  # pulsar/schemaId
+    ("compacted_topic", _S),  # pulsar/compactedTopic
+    ("bucket_key", _S),  # pulsar/delayedIndexBucketKey
+    ("delayed_topic", _S),  # pulsar/delayedIndexTopic
+    ("delayed_cursor", _S),  # pulsar/delayedIndexCursor
+    ("error", _S),
+)
+
+MANAGED_LEDGERS = _schema(
+    ("managed_ledger", _S),  # e.g. tenant/ns/persistent/my%20topic
+    ("path", _S),
+    ("tenant", _S),
+    ("namespace", _S),  # tenant/ns (tenant/cluster/ns for v1 names)
+    ("topic", _S),  # persistent://tenant/ns/my topic
+    ("compression", _S),  # NONE, LZ4, ZLIB, ZSTD, SNAPPY (the 0x4778 envelope), or EMPTY
+    ("ledger_count", _I),
+    ("total_size", _L),
+    ("total_entries", _L),
+    ("last_ledger_id", _L),
+    ("terminated", _B),
+    ("properties", T.MapType(_S, _S)),
+    ("znode_ctime_ms", _L),
+    ("znode_mtime_ms", _L),
+    ("znode_version", _I),
+    ("error", _S),
+)
+
+OFFLOAD_SEGMENT = _schema(
+    ("uuid", _S),
+    ("complete", _B),
+    ("end_entry_id", _L),
+    ("assigned_ms", _L),
+    ("offloaded_ms", _L),
+)
+
+ML_LEDGERS = _schema(
+    ("managed_ledger", _S),
+    ("tenant", _S),
+    ("namespace", _S),
+    ("ledger_id", _L),
+    ("position", _I),  # index in the managed ledger's list, 0 = oldest
+    ("is_last", _B),  # the current (newest) ledger
+    ("entries", _L),
+    ("size", _L),
+    ("timestamp_ms", _L),  # close time; 0 or null while open
+    ("offload_uuid", _S),  # null when the ledger never started an offload
+    ("offload_complete", _B),
+    ("offload_bookkeeper_deleted", _B),
+    ("offload_timestamp_ms", _L),
+    ("offload_driver", _S),
+    ("offload_bucket", _S),
+    ("offload_segments", T.ArrayType(OFFLOAD_SEGMENT)),
+    ("properties", T.MapType(_S, _S)),
+)
+
+CURSORS = _schema(
+    ("managed_ledger", _S),
+    ("tenant", _S),
+    ("namespace", _S),
+    ("cursor", _S),  # decoded subscription / cursor name
+    ("cursor_node", _S),  # the znode name (URL-encoded)
+    ("path", _S),
+    ("compression", _S),
+    ("cursors_ledger_id", _L),  # -1: no cursor ledger, position kept in the znode
+    ("mark_delete_ledger_id", _L),
+    ("mark_delete_entry_id", _L),
+    ("last_active_ms", _L),
+    ("properties", T.MapType(_S, _L)),  # LongProperty, e.g. CompactedTopicLedger
+    ("cursor_properties", T.MapType(_S, _S)),  # StringProperty, e.g. delayed-index buckets
+    ("individual_deleted_ranges", _I),
+    ("znode_ctime_ms", _L),
+    ("znode_mtime_ms", _L),
+    ("znode_version", _I),
+    ("error", _S),
+)
+
+SCHEMA_LEDGERS = _schema(
+    ("schema_id", _S),  # tenant/ns/topic
+    ("path", _S),  # /schemas/tenant/ns/topic
+    ("tenant", _S),
+    ("namespace", _S),
+    ("version", _L),
+    ("ledger_id", _L),
+    ("entry_id", _L),
+    ("is_latest", _B),
+    ("znode_mtime_ms", _L),
+    ("error", _S),
+)
+
+NAMESPACE_POLICIES = _schema(
+    ("tenant", _S),
+    ("namespace", _S),  # tenant/ns
+    ("path", _S),  # /admin/policies/tenant/ns
+    ("retention_minutes", _L),  # null: not set (broker default applies); -1: infinite
+    ("retention_mb", _L),
+    ("offload_deletion_lag_ms", _L),
+    ("offload_threshold_bytes", _L),
+    ("offload_driver", _S),
+    ("offload_bucket", _S),
+    ("deleted", _B),
+    ("error", _S),
+)
+
+OFFLOAD_OBJECTS = _schema(
+    ("bucket", _S),
+    ("key", _S),
+    ("size", _L),
+    ("last_modified_ms", _L),
+    ("uuid", _S),
+    ("ledger_id", _L),  # null for PIP-76 streaming objects (one object spans ledgers)
+    ("role", _S),  # data or index
+    ("layout", _S),  # ledger (per-ledger offload, PIP-17) or streaming (PIP-76)
+)
+
+INVENTORY: Mapping[str, T.StructType] = {
+    "bk_ledgers": BK_LEDGERS,
+    "managed_ledgers": MANAGED_LEDGERS,
+    "ml_ledgers": ML_LEDGERS,
+    "cursors": CURSORS,
+    "schema_ledgers": SCHEMA_LEDGERS,
+    "namespace_policies": NAMESPACE_POLICIES,
+    "offload_objects": OFFLOAD_OBJECTS,
+}
+
+# The findings contract (DESIGN.md), plus tenant/namespace/age for filtering.
+FINDINGS = _schema(
+    ("kind", _S),
+    ("severity", _S),  # critical, warning, info
+    ("component", _S),  # managed-ledger, cursor, schema, delayed-index-bucket, compacted-ledger, offload
+    ("ledger_id", _L),
+    ("managed_ledger", _S),
+    ("cursor", _S),
+    ("path", _S),
+    ("object_key", _S),
+    ("bytes", _L),
+    ("evidence", _S),  # JSON object
+    ("action", _S),  # delete_ledger, delete_object, load_topic, investigate, none
+    ("tenant", _S),
+    ("namespace", _S),
+    ("age_seconds", _L),
+)
+
+SEVERITIES = ("critical", "warning", "info")
+ACTIONS = ("delete_ledger", "delete_object", "load_topic", "investigate", "none")
+
+
+def columns(schema: T.StructType) -> list[str]:
+    """Column names of a schema, in order."""
+    return [f.name for f in schema.fields]
+
+
+def to_row(schema: T.StructType, record: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A tuple in schema order from a mapping; absent keys become null."""
+    return tuple(record.get(f.name) for f in schema.fields)
