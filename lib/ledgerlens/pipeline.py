@@ -1,0 +1,152 @@
+"""The audit end to end: collect the inventory, run the rules, re-verify, write the results.
+
+This is what the CLI (``ledgerlens audit``) and the runbook (``notebooks/audit_ledgers.ipynb``)
+call; both produce the same ``findings.parquet`` and ``summary.json`` for the same inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ledgerlens import schemas
+from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+# Owner columns of a ledger, joined onto candidates so re-verification knows what to re-read.
+_OWNER_COLUMNS = {
+    "managed_ledger": "ml_owner",
+    "cursor": "cursor_node",
+    "schema_id": "schema_id",
+    "compacted_topic": "compacted_topic",
+    "delayed_topic": "delayed_topic",
+    "delayed_cursor": "delayed_cursor",
+}
+
+
+@dataclass
+class AuditRun:
+    """Where one audit wrote its results, and its summary."""
+
+    out_dir: Path
+    findings_path: Path
+    summary: dict[str, Any]
+    inventory_tables: dict[str, str] = field(default_factory=dict)
+
+    def findings_pandas(self) -> pd.DataFrame:
+        """The findings as a pandas frame (columns of ``schemas.FINDINGS``)."""
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(self.findings_path)
+        return table.to_pandas().reindex(columns=schemas.columns(schemas.FINDINGS))
+
+
+def blind_spots(tables: dict[str, DataFrame]) -> list[str]:
+    """Managed-ledger names (or subtree prefixes) whose metadata did not decode."""
+    from pyspark.sql import functions as F
+
+    names: set[str] = set()
+    for t in ("managed_ledgers", "cursors"):
+        if t in tables:
+            df = tables[t].filter(F.col("error").isNotNull() & F.col("managed_ledger").isNotNull())
+            names.update(r[0] for r in df.select("managed_ledger").distinct().collect())
+    return sorted(names)
+
+
+def _summary(findings: DataFrame, audit: AuditConfig, extra: dict[str, Any]) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    rows = (
+        findings.groupBy("kind", "severity")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum(F.coalesce("bytes", F.lit(0))).alias("b"))
+        .collect()
+    )
+    by_kind: dict[str, int] = {}
+    by_sev: dict[str, int] = {s: 0 for s in schemas.SEVERITIES}
+    bytes_by_kind: dict[str, int] = {}
+    for r in rows:
+        by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + int(r["n"])
+        by_sev[r["severity"]] = by_sev.get(r["severity"], 0) + int(r["n"])
+        bytes_by_kind[r["kind"]] = bytes_by_kind.get(r["kind"], 0) + int(r["b"] or 0)
+    return {
+        "as_of_ms": audit.as_of_ms,
+        "total_findings": sum(by_kind.values()),
+        "counts_by_kind": dict(sorted(by_kind.items())),
+        "counts_by_severity": by_sev,
+        "bytes_by_kind": dict(sorted(bytes_by_kind.items())),
+        **extra,
+    }
+
+
+def run(
+    spark: SparkSession,
+    zk: ZooKeeperSource,
+    s3: S3Source | None,
+    audit: AuditConfig,
+    out_dir: str | Path,
+    *,
+    progress: bool = True,
+) -> AuditRun:
+    """Collect, audit, re-verify and write ``findings.parquet`` and ``summary.json`` under ``out_dir``."""
+    from pyspark.sql import functions as F
+
+    from ledgerlens.audit import order_findings, run_audit
+    from ledgerlens.collect import collect_inventory, load_inventory
+    from ledgerlens.reverify import REVERIFIED_KINDS, reverify
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+
+    t0 = time.monotonic()
+    inventory = collect_inventory(spark, zk, s3, str(out / "inventory"), progress=progress)
+    timings.update({f"collect.{k}": v for k, v in inventory.timings.items()})
+    timings["collect"] = time.monotonic() - t0
+
+    t1 = time.monotonic()
+    tables = load_inventory(spark, str(out / "inventory"))
+    findings = run_audit(tables, audit, offload_bucket=s3.bucket if s3 else None).persist()
+    candidates_df = findings.filter(F.col("kind").isin(*REVERIFIED_KINDS))
+    rest = findings.filter(~F.col("kind").isin(*REVERIFIED_KINDS))
+    bk = tables["bk_ledgers"].select(
+        F.col("ledger_id").alias("_lid"), *[F.col(c).alias(a) for c, a in _OWNER_COLUMNS.items()]
+    )
+    joined = candidates_df.join(
+        bk, (candidates_df["ledger_id"] == bk["_lid"]) & (candidates_df["kind"] == "orphan_ledger"), "left"
+    ).drop("_lid")
+    candidates = [r.asDict() for r in joined.collect()]
+    timings["audit"] = time.monotonic() - t1
+
+    t2 = time.monotonic()
+    verdicts = reverify(candidates, zk, s3, blind_spots=blind_spots(tables))
+    kept_rows = [schemas.to_row(schemas.FINDINGS, r) for r in verdicts.keep]
+    kept = spark.createDataFrame(kept_rows, schemas.FINDINGS)
+    final = order_findings(rest.unionByName(kept))
+    timings["reverify"] = time.monotonic() - t2
+
+    t3 = time.monotonic()
+    findings_path = out / "findings.parquet"
+    final.coalesce(1).write.mode("overwrite").parquet(str(findings_path))
+    final_written = spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
+    timings["write"] = time.monotonic() - t3
+    findings.unpersist()
+
+    summary = _summary(
+        final_written,
+        audit,
+        {
+            "inventory_counts": inventory.counts,
+            "s3_scanned": inventory.s3_scanned,
+            "reverified": len(candidates),
+            "dropped_on_reverify": dict(sorted(verdicts.dropped.items())),
+            "timings": {k: round(v, 3) for k, v in timings.items()},
+        },
+    )
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return AuditRun(out, findings_path, summary, dict(inventory.tables))

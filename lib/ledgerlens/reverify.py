@@ -1,0 +1,326 @@
+"""Re-verification of deletion-relevant findings against the live stores.
+
+The inventory is a snapshot taken over minutes while brokers keep working. Before a finding that
+could lead to a deletion (``orphan_*``) or that claims data loss (``missing_*``) is reported, the
+pipeline checks it again, one targeted read per candidate, pipelined:
+
+- ``orphan_ledger``: the ledger znode still exists and its owner node (managed ledger, cursor,
+  schema locator) still does not reference it.
+- ``missing_ledger``: the ledger znode is still absent and the referencing node still references it.
+- ``orphan_offload_object``: the object still exists; its owner managed ledger, read from the
+  object's user metadata, is not a blind spot and does not reference the object's uuid.
+- ``missing_offload_object``: the object is still absent and the managed ledger still says the
+  offload is complete with that uuid.
+
+A candidate whose check cannot be done (node unreadable, owner undecodable) is dropped: silence
+is safer than a false positive. Each drop is counted by kind and reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledgerlens.config import S3Source, ZooKeeperSource
+from ledgerlens.errors import LedgerLensError
+from ledgerlens.formats import managed_ledger as mlf
+from ledgerlens.formats.names import parse_managed_ledger, topic_to_managed_ledger
+from ledgerlens.formats.offload import parse_offload_key
+from ledgerlens.formats.paths import ledger_path
+from ledgerlens.formats.schema import decode_schema_locator
+
+REVERIFIED_KINDS = ("orphan_ledger", "missing_ledger", "orphan_offload_object", "missing_offload_object")
+USER_METADATA_ML = "managedledgername"
+
+
+@dataclass
+class Verdicts:
+    """Which candidates still hold, and why the others were dropped."""
+
+    keep: list[dict[str, Any]] = field(default_factory=list)
+    dropped: Counter[str] = field(default_factory=Counter)  # "kind: reason" -> n
+
+    def drop(self, row: dict[str, Any], reason: str) -> None:
+        self.dropped[f"{row['kind']}: {reason}"] += 1
+
+
+class _Reads:
+    """Pipelined ZooKeeper reads: ``get_many(paths)`` -> {path: bytes | None (absent) | Exception}."""
+
+    def __init__(self, zk: ZooKeeperSource) -> None:
+        from kazoo.client import KazooClient
+
+        self.client = KazooClient(hosts=zk.hosts, timeout=zk.timeout_s, read_only=True)
+        self.window = max(1, zk.max_in_flight)
+
+    def __enter__(self) -> _Reads:
+        from ledgerlens.errors import SourceError
+
+        try:
+            self.client.start(timeout=15)
+        except Exception as e:  # kazoo raises its own timeout type
+            raise SourceError(f"zookeeper {self.client.hosts}", f"cannot connect: {e}") from e
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.stop()
+        self.client.close()
+
+    def get_many(self, paths: Iterable[str]) -> dict[str, Any]:
+        from kazoo.exceptions import NoNodeError
+
+        out: dict[str, Any] = {}
+        pending: list[tuple[str, Any]] = []
+
+        def drain(n: int) -> None:
+            while len(pending) > n:
+                p, res = pending.pop(0)
+                try:
+                    out[p] = res.get(timeout=60)[0]
+                except NoNodeError:
+                    out[p] = None
+                except Exception as e:  # NoAuth, connection loss: the check cannot be done
+                    out[p] = e
+
+        for p in dict.fromkeys(paths):
+            pending.append((p, self.client.get_async(p)))
+            drain(self.window)
+        drain(0)
+        return out
+
+
+def _owner_path(row: dict[str, Any], zk: ZooKeeperSource) -> tuple[str, str] | None:
+    """(node path, what it is) of the node that would reference an orphan ledger candidate."""
+    comp = row.get("component")
+    ml_root = zk.managed_ledgers_root
+    if comp == "schema" and row.get("schema_id"):
+        return f"{zk.schemas_root}/{row['schema_id']}", "schema"
+    if comp == "cursor" and row.get("ml_owner") and row.get("cursor_node"):
+        return f"{ml_root}/{row['ml_owner']}/{row['cursor_node']}", "cursor"
+    if comp == "managed-ledger" and row.get("ml_owner"):
+        return f"{ml_root}/{row['ml_owner']}", "managed-ledger"
+    if comp == "compacted-ledger" and row.get("compacted_topic"):
+        return f"{ml_root}/{topic_to_managed_ledger(row['compacted_topic'])}/__compaction", "compaction"
+    if comp == "delayed-index-bucket" and row.get("delayed_topic") and row.get("delayed_cursor"):
+        from ledgerlens.formats.names import encode_component
+
+        ml = topic_to_managed_ledger(row["delayed_topic"])
+        return f"{ml_root}/{ml}/{encode_component(row['delayed_cursor'])}", "bucket"
+    return None
+
+
+def _references(kind: str, data: bytes, path: str) -> set[int]:
+    """Ledger ids a node references, by the role of that node."""
+    if kind == "managed-ledger":
+        return {li.ledger_id for li in mlf.decode_managed_ledger(data, path=path).ledgers}
+    if kind == "schema":
+        return set(decode_schema_locator(data, path=path).ledger_ids)
+    cur = mlf.decode_cursor(data, path=path)
+    if kind == "cursor":
+        return {cur.cursors_ledger_id}
+    if kind == "compaction":
+        return {cur.compacted_ledger_id} if cur.compacted_ledger_id is not None else set()
+    return set(cur.delayed_bucket_ledgers.values())  # bucket
+
+
+_NODE_KIND = {
+    "schema": "schema",
+    "managed-ledger": "managed-ledger",
+    "offload": "managed-ledger",
+    "cursor": "cursor",
+    "compacted-ledger": "compaction",
+    "delayed-index-bucket": "bucket",
+}
+
+
+def reverify(
+    candidates: Sequence[dict[str, Any]],
+    zk: ZooKeeperSource,
+    s3: S3Source | None,
+    *,
+    blind_spots: Sequence[str] = (),
+    s3_client_factory: Callable[[], Any] | None = None,
+) -> Verdicts:
+    """Check every candidate again; see the module docstring for what each check is.
+
+    ``candidates`` are finding rows (dicts with the FINDINGS columns) joined with the owner
+    columns of the ledger (``ml_owner``, ``cursor_node``, ``schema_id``, ``compacted_topic``,
+    ``delayed_topic``, ``delayed_cursor``). ``blind_spots`` are managed-ledger names or prefixes
+    whose metadata did not decode.
+    """
+    v = Verdicts()
+    if not candidates:
+        return v
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for row in candidates:
+        by_kind.setdefault(row["kind"], []).append(row)
+
+    def blind(ml: str | None) -> bool:
+        if not ml:
+            return bool(blind_spots)
+        return any(ml == b or ml.startswith(b + "/") for b in blind_spots)
+
+    with _Reads(zk) as reads:
+        # Ledger existence for ledger findings; owner / referencing nodes.
+        ledger_rows = by_kind.get("orphan_ledger", []) + by_kind.get("missing_ledger", [])
+        node_paths = [ledger_path(int(r["ledger_id"]), zk.ledgers_root) for r in ledger_rows]
+        owners = {id(r): _owner_path(r, zk) for r in by_kind.get("orphan_ledger", [])}
+        node_paths += [o[0] for o in owners.values() if o]
+        node_paths += [r["path"] for r in by_kind.get("missing_ledger", []) if r.get("path")]
+        node_paths += [r["path"] for r in by_kind.get("missing_offload_object", []) if r.get("path")]
+        got = reads.get_many(node_paths)
+
+        for r in by_kind.get("orphan_ledger", []):
+            node = got.get(ledger_path(int(r["ledger_id"]), zk.ledgers_root))
+            if node is None:
+                v.drop(r, "ledger deleted since the scan")
+                continue
+            if isinstance(node, Exception):
+                v.drop(r, "ledger node unreadable at re-verification")
+                continue
+            owner = owners[id(r)]
+            if owner is None:
+                v.drop(r, "owner unknown")
+                continue
+            data = got.get(owner[0])
+            if data is None:
+                v.keep.append(r)  # owner gone entirely: still orphaned
+                continue
+            if isinstance(data, Exception):
+                v.drop(r, "owner node unreadable")
+                continue
+            try:
+                refs = _references(owner[1], data, owner[0])
+            except LedgerLensError:
+                v.drop(r, "owner node does not decode")
+                continue
+            if int(r["ledger_id"]) in refs:
+                v.drop(r, "referenced again since the scan")
+            else:
+                v.keep.append(r)
+
+        for r in by_kind.get("missing_ledger", []):
+            node = got.get(ledger_path(int(r["ledger_id"]), zk.ledgers_root))
+            if node is not None:
+                v.drop(r, "ledger exists (created after the scan)")
+                continue
+            data = got.get(r.get("path") or "")
+            if data is None or isinstance(data, Exception):
+                v.drop(r, "referencing node gone or unreadable")
+                continue
+            kind = _NODE_KIND.get(r.get("component") or "", "managed-ledger")
+            try:
+                refs = _references(kind, data, r["path"])
+            except LedgerLensError:
+                v.drop(r, "referencing node does not decode")
+                continue
+            if int(r["ledger_id"]) in refs:
+                v.keep.append(r)
+            else:
+                v.drop(r, "no longer referenced")
+
+        objects = by_kind.get("orphan_offload_object", []) + by_kind.get("missing_offload_object", [])
+        if objects:
+            if s3 is None:
+                for r in objects:
+                    v.drop(r, "no S3 source to re-verify against")
+            else:
+                _reverify_objects(v, by_kind, got, reads, zk, s3, blind, s3_client_factory)
+    return v
+
+
+def _reverify_objects(
+    v: Verdicts,
+    by_kind: dict[str, list[dict[str, Any]]],
+    got: dict[str, Any],
+    reads: _Reads,
+    zk: ZooKeeperSource,
+    s3: S3Source,
+    blind: Callable[[str | None], bool],
+    s3_client_factory: Callable[[], Any] | None,
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ledgerlens.sources.s3 import head_user_metadata, make_client
+
+    client = s3_client_factory() if s3_client_factory else make_client(s3)
+    rows = by_kind.get("orphan_offload_object", []) + by_kind.get("missing_offload_object", [])
+    with ThreadPoolExecutor(max_workers=max(1, s3.max_in_flight)) as pool:
+        heads = list(pool.map(lambda r: head_user_metadata(client, s3.bucket, r["object_key"]), rows))
+    head_of = {id(r): h for r, h in zip(rows, heads, strict=True)}
+
+    orphans = by_kind.get("orphan_offload_object", [])
+    owner_mls: dict[int, str | None] = {}
+    for r in orphans:
+        meta = head_of[id(r)]
+        if meta is None:
+            continue
+        lowered = {k.lower(): val for k, val in meta.items()}
+        owner_mls[id(r)] = lowered.get(USER_METADATA_ML)
+    ml_nodes = reads.get_many(
+        f"{zk.managed_ledgers_root}/{ml}" for ml in owner_mls.values() if ml and not blind(ml)
+    )
+    for r in orphans:
+        if head_of[id(r)] is None:
+            v.drop(r, "object deleted since the scan")
+            continue
+        ml = owner_mls.get(id(r))
+        if blind(ml):
+            v.drop(r, "owner managed ledger is a blind spot" if ml else "owner unknown while blind spots exist")
+            continue
+        if ml:
+            data = ml_nodes.get(f"{zk.managed_ledgers_root}/{ml}")
+            if isinstance(data, Exception):
+                v.drop(r, "owner node unreadable")
+                continue
+            if data is not None:
+                try:
+                    rec = mlf.decode_managed_ledger(data, path=f"{zk.managed_ledgers_root}/{ml}")
+                except LedgerLensError:
+                    v.drop(r, "owner node does not decode")
+                    continue
+                key = parse_offload_key(r["object_key"])
+                uuids = set()
+                for li in rec.ledgers:
+                    if li.offload:
+                        uuids.add(li.offload.uuid)
+                        uuids.update(s.uuid for s in li.offload.segments)
+                if key is not None and key.uuid in uuids:
+                    v.drop(r, "referenced again since the scan")
+                    continue
+            try:
+                name = parse_managed_ledger(ml)
+                r = {**r, "managed_ledger": ml, "tenant": name.tenant, "namespace": name.namespace}
+            except LedgerLensError:
+                r = {**r, "managed_ledger": ml}
+        v.keep.append(r)
+
+    for r in by_kind.get("missing_offload_object", []):
+        if head_of[id(r)] is not None:
+            v.drop(r, "object exists (written after the scan)")
+            continue
+        data = got.get(r.get("path") or "")
+        if data is None or isinstance(data, Exception):
+            v.drop(r, "managed ledger node gone or unreadable")
+            continue
+        try:
+            rec = mlf.decode_managed_ledger(data, path=r["path"])
+        except LedgerLensError:
+            v.drop(r, "managed ledger node does not decode")
+            continue
+        key = parse_offload_key(r["object_key"])
+        still = any(
+            li.offload is not None
+            and key is not None
+            and (
+                (li.offload.complete and li.offload.uuid == key.uuid and li.ledger_id == r["ledger_id"])
+                or any(s.complete and s.uuid == key.uuid for s in li.offload.segments)
+            )
+            for li in rec.ledgers
+        )
+        if still:
+            v.keep.append(r)
+        else:
+            v.drop(r, "offload context changed since the scan")

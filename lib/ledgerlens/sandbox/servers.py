@@ -1,0 +1,343 @@
+"""Real servers on loopback for tests, demos and benchmarks: ZooKeeper and an S3 API (moto).
+
+Each server runs as a child process in its own session, logs to its work directory and writes its
+pid there (``<name>.pid``) so another process can stop it (see :func:`stop_pid`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+
+from ledgerlens.errors import SandboxError
+
+ZOOKEEPER_VERSION = "3.9.3"
+_ZK_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+_S3_MAIN = "moto.server"
+
+
+def cache_dir() -> Path:
+    """``$LEDGERLENS_CACHE`` or ``~/.cache/ledgerlens``."""
+    env = os.environ.get("LEDGERLENS_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "ledgerlens"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def zookeeper_jars(timeout: float = 900) -> Path:
+    """The directory of ZooKeeper server jars, resolved with Maven once per cache dir.
+
+    A marker file records a finished resolution; a file lock keeps parallel processes from
+    resolving at the same time.
+    """
+    target = cache_dir() / f"zookeeper-{ZOOKEEPER_VERSION}"
+    marker = target / ".resolved"
+    if marker.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = target.parent / f"zookeeper-{ZOOKEEPER_VERSION}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if marker.exists():
+                return target
+            mvn = shutil.which("mvn")
+            if mvn is None:
+                raise SandboxError("zookeeper: 'mvn' not found on PATH; Maven is needed to fetch the jars")
+            jars = target / "jars"
+            shutil.rmtree(target, ignore_errors=True)
+            jars.mkdir(parents=True)
+            pom = target / "pom.xml"
+            pom.write_bytes(resources.files("ledgerlens.sandbox").joinpath("zookeeper-pom.xml").read_bytes())
+            cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={jars}"]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired as e:
+                raise SandboxError(f"zookeeper: {' '.join(cmd)} timed out after {timeout:.0f}s") from e
+            if proc.returncode != 0 or not any(jars.glob("zookeeper-*.jar")):
+                out = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
+                raise SandboxError(
+                    f"zookeeper: resolving jars failed (exit {proc.returncode}): {' '.join(cmd)}\n{out}"
+                )
+            marker.write_text(ZOOKEEPER_VERSION + "\n")
+            return target
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (and is not a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def stop_pid(pid: int, expect: str, timeout: float = 15) -> bool:
+    """Stop the server process ``pid`` (and its process group) if its command line contains ``expect``.
+
+    Returns whether a process was stopped. A pid that was reused by an unrelated process is left alone.
+    """
+    if not pid_alive(pid) or expect not in _cmdline(pid):
+        return False
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            if not pid_alive(pid):
+                return True
+            time.sleep(0.05)
+    return not pid_alive(pid)
+
+
+class _Server:
+    """A child process with a work directory, a log file, a pid file and a readiness check."""
+
+    name = "server"
+    marker = ""  # a string of the command line, checked before stopping by pid
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.workdir / f"{self.name}.pid"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def _command(self) -> list[str]:
+        raise NotImplementedError
+
+    def _env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def _ready(self) -> bool:
+        raise NotImplementedError
+
+    def start(self, timeout: float = 30) -> _Server:
+        """Start the process and wait until it answers; SandboxError with the log tail if not."""
+        if self.process is not None:
+            return self
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        cmd = self._command()
+        with open(self.log_path, "ab") as log:
+            try:
+                self.process = subprocess.Popen(
+                    cmd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.workdir,
+                    env=self._env(),
+                    start_new_session=True,
+                )
+            except OSError as e:
+                raise SandboxError(f"{self.name}: cannot run {' '.join(cmd)}: {e}") from e
+        self.pid_path.write_text(f"{self.process.pid}\n")
+        deadline = time.monotonic() + timeout
+        reason = "not answering"
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                reason = f"process exited with code {code}"
+                break
+            if _port_open(self.port) and self._ready():
+                return self
+            time.sleep(0.1)
+        else:
+            reason = f"not ready after {timeout:.0f}s"
+        self.stop()
+        raise SandboxError(
+            f"{self.name} on 127.0.0.1:{self.port}: {reason}\ncommand: {' '.join(cmd)}\n"
+            f"log {self.log_path}:\n{_tail(self.log_path)}"
+        )
+
+    def stop(self) -> None:
+        """Stop the process group; idempotent."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, sig)
+                try:
+                    proc.wait(timeout=10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        with contextlib.suppress(FileNotFoundError):
+            self.pid_path.unlink()
+
+    def __enter__(self) -> _Server:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class ZooKeeperServer(_Server):
+    """A standalone ZooKeeper 3.9 server on 127.0.0.1 (jars from Maven, cached)."""
+
+    name = "zookeeper"
+    marker = _ZK_MAIN
+
+    @property
+    def hosts(self) -> str:
+        """Connection string, ``127.0.0.1:<port>``."""
+        return f"127.0.0.1:{self.port}"
+
+    def _command(self) -> list[str]:
+        jars = zookeeper_jars() / "jars"
+        data = self.workdir / "zk-data"
+        data.mkdir(parents=True, exist_ok=True)
+        cfg = self.workdir / "zoo.cfg"
+        cfg.write_text(
+            "tickTime=2000\n"
+            f"dataDir={data}\n"
+            f"clientPort={self.port}\n"
+            "clientPortAddress=127.0.0.1\n"
+            "admin.enableServer=false\n"
+            "maxClientCnxns=0\n"
+            "4lw.commands.whitelist=*\n"
+            "autopurge.purgeInterval=0\n"
+        )
+        java = shutil.which("java") or "java"
+        return [
+            java,
+            "-Xms64m",
+            "-Xmx512m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.net.preferIPv4Stack=true",
+            "-Dzookeeper.jmx.log4j.disable=true",
+            "-cp",
+            f"{jars}/*",
+            _ZK_MAIN,
+            str(cfg),
+        ]
+
+    def _ready(self) -> bool:
+        from kazoo.client import KazooClient
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        quiet = logging.getLogger("ledgerlens.sandbox.zookeeper-probe")
+        quiet.setLevel(logging.CRITICAL)
+        client = KazooClient(hosts=self.hosts, timeout=5, connection_retry={"max_tries": 0}, logger=quiet)
+        try:
+            client.start(timeout=2)
+            client.get("/")
+            return True
+        except (KazooTimeoutError, Exception):  # noqa: BLE001 - any failure means not ready yet
+            return False
+        finally:
+            with contextlib.suppress(Exception):
+                client.stop()
+                client.close()
+
+    def start(self, timeout: float = 30) -> ZooKeeperServer:
+        super().start(timeout)
+        return self
+
+    def __enter__(self) -> ZooKeeperServer:
+        return self.start()
+
+
+class S3Server(_Server):
+    """moto's S3-compatible server on 127.0.0.1, run with this interpreter."""
+
+    name = "s3"
+    marker = _S3_MAIN
+
+    @property
+    def endpoint_url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def _command(self) -> list[str]:
+        return [sys.executable, "-m", _S3_MAIN, "-H", "127.0.0.1", "-p", str(self.port)]
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.setdefault("AWS_ACCESS_KEY_ID", "sandbox")
+        env.setdefault("AWS_SECRET_ACCESS_KEY", "sandbox")
+        env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        return env
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.endpoint_url + "/", timeout=2) as resp:
+                return resp.status < 500
+        except urllib.error.HTTPError as e:
+            return e.code < 500
+        except OSError:
+            return False
+
+    def start(self, timeout: float = 30) -> S3Server:
+        super().start(timeout)
+        return self
+
+    def __enter__(self) -> S3Server:
+        return self.start()
