@@ -152,6 +152,22 @@ def _offload(ctx: pb.OffloadContext) -> OffloadInfo:
     )
 
 
+def _ledger_info(li: pb.ManagedLedgerInfo.LedgerInfo) -> LedgerInfoRecord:
+    return LedgerInfoRecord(
+        ledger_id=li.ledgerId,
+        entries=_opt(li, "entries"),
+        size=_opt(li, "size"),
+        timestamp_ms=_opt(li, "timestamp"),
+        offload=_offload(li.offloadContext) if li.HasField("offloadContext") else None,
+        properties={kv.key: kv.value for kv in li.properties},
+    )
+
+
+def decode_ledger_info(data: bytes, *, where: str) -> LedgerInfoRecord:
+    """Decode one binary ``ManagedLedgerInfo.LedgerInfo`` (as stored in offload index V2 objects)."""
+    return _ledger_info(parse_binary(pb.ManagedLedgerInfo.LedgerInfo, data, where=where))
+
+
 def decode_managed_ledger(data: bytes, *, path: str) -> ManagedLedgerRecord:
     """Decode a managed-ledger znode (``ManagedLedgerInfo``).
 
@@ -179,17 +195,7 @@ def decode_managed_ledger(data: bytes, *, path: str) -> ManagedLedgerRecord:
         info = parse_binary_or_text(pb.ManagedLedgerInfo, plain, where=path)
     else:
         info = parse_binary(pb.ManagedLedgerInfo, plain, where=path)
-    ledgers = tuple(
-        LedgerInfoRecord(
-            ledger_id=li.ledgerId,
-            entries=_opt(li, "entries"),
-            size=_opt(li, "size"),
-            timestamp_ms=_opt(li, "timestamp"),
-            offload=_offload(li.offloadContext) if li.HasField("offloadContext") else None,
-            properties={kv.key: kv.value for kv in li.properties},
-        )
-        for li in info.ledgerInfo
-    )
+    ledgers = tuple(_ledger_info(li) for li in info.ledgerInfo)
     return ManagedLedgerRecord(
         compression=compression,
         ledgers=ledgers,
@@ -223,7 +229,6 @@ def decode_cursor(data: bytes, *, path: str) -> CursorRecord:
     else:
         # "EMPTY" lands here too: parsing b"" reports the missing cursorsLedgerId.
         info = parse_binary(pb.ManagedCursorInfo, plain, where=path)
-        compression = "NONE" if compression == "EMPTY" else compression
     return CursorRecord(
         compression=compression,
         cursors_ledger_id=info.cursorsLedgerId,
@@ -238,16 +243,15 @@ def decode_cursor(data: bytes, *, path: str) -> CursorRecord:
 
 def _ranges_from_long_arrays(pos: pb.PositionInfo) -> int:
     """Count contiguous runs of acked entries encoded as JDK BitSet long arrays (field 6)."""
+    mask = (1 << 64) - 1
     runs = 0
     for item in pos.individualDeletedMessageRanges:
-        previous = False
+        carry = 0  # top bit of the previous word: a run may continue across words
         for word in item.values:
-            word &= (1 << 64) - 1
-            for bit in range(64):
-                current = bool(word >> bit & 1)
-                if current and not previous:
-                    runs += 1
-                previous = current
+            word &= mask
+            starts = word & ~(((word << 1) | carry) & mask)
+            runs += starts.bit_count()
+            carry = word >> 63
     return runs
 
 

@@ -1,0 +1,339 @@
+"""Tiered-storage (jcloud offloader) object keys, data blocks and index objects.
+
+FORMATS.md section 6. Per-ledger offload (PIP-17) writes ``<uuid>-ledger-<id>`` (data) and
+``<uuid>-ledger-<id>-index``; streaming offload (PIP-76) writes ``<uuid>`` and ``<uuid>-index``.
+All integers in the objects are big-endian.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import uuid as _uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ledgerlens.errors import DecodeError
+
+if TYPE_CHECKING:
+    from ledgerlens.formats.bookkeeper import LedgerMetadata
+    from ledgerlens.formats.managed_ledger import LedgerInfoRecord
+
+_U64 = (1 << 64) - 1
+
+DATA_BLOCK_MAGIC = 0xFBDBABCB
+STREAMING_DATA_BLOCK_MAGIC = 0x26A66D32
+DATA_BLOCK_HEADER_SIZE = 128
+BLOCK_END_PADDING = bytes.fromhex("FEDCDEAD")
+INDEX_V1_MAGIC = 0xDE47DE47
+INDEX_V2_MAGIC = 0x3D1FB0BC
+
+
+def _signed64(value: int) -> int:
+    value &= _U64
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def uuid_from_bits(msb: int, lsb: int) -> str:
+    """Return Java ``new UUID(msb, lsb).toString()`` for two (signed or unsigned) 64-bit ints."""
+    return str(_uuid.UUID(int=((msb & _U64) << 64) | (lsb & _U64)))
+
+
+def uuid_to_bits(uuid: str) -> tuple[int, int]:
+    """Return the signed (msb, lsb) pair of a UUID string, as Java ``UUID.fromString`` would.
+
+    Raises
+    ------
+    DecodeError
+        When ``uuid`` is not a UUID.
+    """
+    try:
+        value = _uuid.UUID(uuid).int
+    except (ValueError, AttributeError, TypeError) as exc:
+        raise DecodeError(str(uuid), f"not a UUID: {exc}") from exc
+    return _signed64(value >> 64), _signed64(value)
+
+
+def ledger_object_keys(uuid: str, ledger_id: int) -> tuple[str, str]:
+    """Return the (data, index) object keys of a per-ledger offload."""
+    data = f"{uuid}-ledger-{ledger_id}"
+    return data, f"{data}-index"
+
+
+def streaming_object_keys(uuid: str) -> tuple[str, str]:
+    """Return the (data, index) object keys of a PIP-76 streaming offload segment."""
+    return uuid, f"{uuid}-index"
+
+
+@dataclass(frozen=True)
+class OffloadKey:
+    """What an object key in the offload bucket names."""
+
+    uuid: str
+    ledger_id: int | None
+    role: str  # "data" | "index"
+    layout: str  # "ledger" | "streaming"
+
+
+_UUID_RE = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_KEY_RE = re.compile(rf"^(?P<uuid>{_UUID_RE})(?:-ledger-(?P<ledger>\d+))?(?P<index>-index)?$")
+
+
+def parse_offload_key(key: str) -> OffloadKey | None:
+    """Parse an object key of the offload bucket.
+
+    Returns
+    -------
+    OffloadKey or None
+        None when the key is not an offload data or index object.
+    """
+    m = _KEY_RE.match(key)
+    if m is None:
+        return None
+    ledger = m.group("ledger")
+    return OffloadKey(
+        uuid=m.group("uuid"),
+        ledger_id=int(ledger) if ledger is not None else None,
+        role="index" if m.group("index") else "data",
+        layout="ledger" if ledger is not None else "streaming",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Data objects
+
+
+@dataclass(frozen=True)
+class DataBlockHeader:
+    """The 128-byte header at the start of every block (multipart part) of a data object."""
+
+    magic: int
+    layout: str  # "ledger" (0xFBDBABCB) | "streaming" (0x26A66D32)
+    header_length: int
+    block_length: int
+    first_entry_id: int
+    ledger_id: int | None  # streaming blocks only
+
+
+@dataclass(frozen=True)
+class BlockEntry:
+    """One entry of a data block: the BookKeeper entry payload (no digest header)."""
+
+    entry_id: int
+    data: bytes
+
+
+def decode_data_block_header(data: bytes, *, key: str) -> DataBlockHeader:
+    """Decode the header of a data block.
+
+    Parameters
+    ----------
+    data : bytes
+        The block, or at least its first 128 bytes.
+    key : str
+        The object key, used in errors.
+
+    Raises
+    ------
+    DecodeError
+        Wrong magic, truncated header, inconsistent lengths.
+    """
+    data = bytes(data)
+    if len(data) < 4:
+        raise DecodeError(key, f"data block header truncated: {len(data)} bytes")
+    (magic,) = struct.unpack_from(">I", data, 0)
+    if magic == DATA_BLOCK_MAGIC:
+        layout, used = "ledger", 28
+    elif magic == STREAMING_DATA_BLOCK_MAGIC:
+        layout, used = "streaming", 36
+    else:
+        raise DecodeError(
+            key,
+            f"not an offload data block: magic 0x{magic:08X}, expected 0x{DATA_BLOCK_MAGIC:08X} "
+            f"or 0x{STREAMING_DATA_BLOCK_MAGIC:08X}",
+        )
+    if len(data) < used:
+        raise DecodeError(key, f"data block header truncated: {len(data)} bytes, need {used}")
+    header_length, block_length, first_entry_id = struct.unpack_from(">qqq", data, 4)
+    ledger_id = struct.unpack_from(">q", data, 28)[0] if layout == "streaming" else None
+    if header_length < used:
+        raise DecodeError(key, f"data block header length {header_length} is smaller than {used}")
+    if block_length < header_length:
+        raise DecodeError(key, f"data block length {block_length} is smaller than its header {header_length}")
+    return DataBlockHeader(
+        magic=magic,
+        layout=layout,
+        header_length=header_length,
+        block_length=block_length,
+        first_entry_id=first_entry_id,
+        ledger_id=ledger_id,
+    )
+
+
+def iter_block_entries(block: bytes, *, key: str) -> Iterator[BlockEntry]:
+    """Yield the entries of one data block (header included in ``block``).
+
+    Entries are ``[int32 length][int64 entryId][length bytes]``; a negative length (the
+    ``0xFEDCDEAD`` padding) or the end of the block ends the list.
+
+    Raises
+    ------
+    DecodeError
+        Bad header, or an entry that runs past the end of the block.
+    """
+    block = bytes(block)
+    header = decode_data_block_header(block, key=key)
+    end = min(header.block_length, len(block))
+    pos = header.header_length
+    while pos + 4 <= end:
+        (length,) = struct.unpack_from(">i", block, pos)
+        if length < 0:
+            return
+        if pos + 12 + length > end:
+            raise DecodeError(
+                key,
+                f"block at entry offset {pos}: entry of {length} bytes runs past the block end {end}",
+            )
+        (entry_id,) = struct.unpack_from(">q", block, pos + 4)
+        yield BlockEntry(entry_id=entry_id, data=block[pos + 12 : pos + 12 + length])
+        pos += 12 + length
+
+
+# ---------------------------------------------------------------------------------------------
+# Index objects
+
+
+@dataclass(frozen=True)
+class OffloadIndexEntry:
+    """Where a block starts: first entry id, 1-based multipart part number, byte offset."""
+
+    entry_id: int
+    part_id: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class OffloadIndexLedger:
+    """The index of one ledger in an index object.
+
+    V1 carries BookKeeper metadata (``metadata``); V2 carries the managed-ledger ``LedgerInfo``
+    (``ledger_info``). V1 does not store the ledger id: it is taken from the key when possible.
+    """
+
+    ledger_id: int | None
+    metadata: LedgerMetadata | None
+    ledger_info: LedgerInfoRecord | None
+    entries: tuple[OffloadIndexEntry, ...]
+
+
+@dataclass(frozen=True)
+class OffloadIndex:
+    """A decoded index object (V1 per-ledger, or V2 streaming/multi-ledger)."""
+
+    version: int  # 1 | 2
+    index_block_length: int
+    data_object_length: int
+    data_header_length: int
+    ledgers: tuple[OffloadIndexLedger, ...]
+
+
+_INDEX_HEADER = struct.Struct(">Iiqq")
+_INDEX_ENTRY = struct.Struct(">qiq")
+
+
+class _Reader:
+    def __init__(self, data: bytes, key: str) -> None:
+        self.data = data
+        self.key = key
+        self.pos = 0
+
+    def take(self, fmt: struct.Struct | str, what: str) -> tuple[int, ...]:
+        st = fmt if isinstance(fmt, struct.Struct) else struct.Struct(fmt)
+        if self.pos + st.size > len(self.data):
+            raise DecodeError(
+                self.key,
+                f"index object truncated reading {what} at offset {self.pos}: "
+                f"need {st.size} bytes, {len(self.data) - self.pos} left",
+            )
+        values = st.unpack_from(self.data, self.pos)
+        self.pos += st.size
+        return values
+
+    def raw(self, n: int, what: str) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise DecodeError(
+                self.key,
+                f"index object truncated reading {what} ({n} bytes) at offset {self.pos}: "
+                f"{len(self.data) - self.pos} left",
+            )
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def entries(self, count: int, what: str) -> tuple[OffloadIndexEntry, ...]:
+        if count < 0:
+            raise DecodeError(self.key, f"negative index entry count {count} for {what}")
+        out = []
+        for i in range(count):
+            entry_id, part_id, offset = self.take(_INDEX_ENTRY, f"index entry {i} of {what}")
+            out.append(OffloadIndexEntry(entry_id=entry_id, part_id=part_id, offset=offset))
+        return tuple(out)
+
+
+def decode_offload_index(data: bytes, *, key: str) -> OffloadIndex:
+    """Decode an offload index object, V1 (``0xDE47DE47``) or V2 (``0x3D1FB0BC``).
+
+    Parameters
+    ----------
+    data : bytes
+        The whole index object.
+    key : str
+        The object key, used in errors and (V1) to know the ledger id.
+
+    Raises
+    ------
+    DecodeError
+        Wrong magic, truncated object, metadata that does not decode.
+    """
+    from ledgerlens.formats.bookkeeper import ledger_metadata_from_binary
+    from ledgerlens.formats.managed_ledger import decode_ledger_info
+
+    reader = _Reader(bytes(data), key)
+    if len(reader.data) < 4:
+        raise DecodeError(key, f"index object truncated: {len(reader.data)} bytes")
+    (magic,) = struct.unpack_from(">I", reader.data, 0)
+    if magic not in (INDEX_V1_MAGIC, INDEX_V2_MAGIC):
+        raise DecodeError(
+            key,
+            f"not an offload index object: magic 0x{magic:08X}, expected 0x{INDEX_V1_MAGIC:08X} (V1) "
+            f"or 0x{INDEX_V2_MAGIC:08X} (V2)",
+        )
+    _, block_length, object_length, header_length = reader.take(_INDEX_HEADER, "the header")
+    if magic == INDEX_V1_MAGIC:
+        count, meta_len = reader.take(">ii", "entry count and metadata length")
+        meta = reader.raw(meta_len, "segment metadata")
+        metadata = ledger_metadata_from_binary(meta, path=f"{key} (segment metadata)")
+        parsed = parse_offload_key(key)
+        ledger = OffloadIndexLedger(
+            ledger_id=parsed.ledger_id if parsed is not None else None,
+            metadata=metadata,
+            ledger_info=None,
+            entries=reader.entries(count, "the ledger"),
+        )
+        return OffloadIndex(1, block_length, object_length, header_length, (ledger,))
+    ledgers = []
+    while reader.pos < len(reader.data):
+        ledger_id, count, meta_len = reader.take(">qii", "ledger header")
+        what = f"ledger {ledger_id}"
+        meta = reader.raw(meta_len, f"LedgerInfo of {what}")
+        info = decode_ledger_info(meta, where=f"{key} ({what} LedgerInfo)")
+        ledgers.append(
+            OffloadIndexLedger(
+                ledger_id=ledger_id,
+                metadata=None,
+                ledger_info=info,
+                entries=reader.entries(count, what),
+            )
+        )
+    return OffloadIndex(2, block_length, object_length, header_length, tuple(ledgers))
