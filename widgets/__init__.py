@@ -1,0 +1,7 @@
+"""ipywidgets components for ledgerlens notebooks (they depend on ``ledgerlens``, never the reverse)."""
+
+from __future__ import annotations
+
+from ledgerlens_widgets.findings_explorer import FindingsExplorer
+
+__all__ = ["FindingsExplorer"]

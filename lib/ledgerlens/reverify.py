@@ -26,7 +26,7 @@ from typing import Any
 from ledgerlens.config import S3Source, ZooKeeperSource
 from ledgerlens.errors import LedgerLensError
 from ledgerlens.formats import managed_ledger as mlf
-from ledgerlens.formats.names import parse_managed_ledger, topic_to_managed_ledger
+from ledgerlens.formats.names import encode_component, parse_managed_ledger, topic_to_managed_ledger
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.schema import decode_schema_locator
@@ -95,17 +95,17 @@ def _owner_path(row: dict[str, Any], zk: ZooKeeperSource) -> tuple[str, str] | N
     """(node path, what it is) of the node that would reference an orphan ledger candidate."""
     comp = row.get("component")
     ml_root = zk.managed_ledgers_root
+    ml = row.get("ml_owner") or row.get("managed_ledger")
     if comp == "schema" and row.get("schema_id"):
         return f"{zk.schemas_root}/{row['schema_id']}", "schema"
-    if comp == "cursor" and row.get("ml_owner") and row.get("cursor_node"):
-        return f"{ml_root}/{row['ml_owner']}/{row['cursor_node']}", "cursor"
-    if comp == "managed-ledger" and row.get("ml_owner"):
-        return f"{ml_root}/{row['ml_owner']}", "managed-ledger"
+    if comp == "cursor" and ml and (row.get("cursor_node") or row.get("cursor")):
+        node = row.get("cursor_node") or encode_component(row["cursor"])
+        return f"{ml_root}/{ml}/{node}", "cursor"
+    if comp == "managed-ledger" and ml:
+        return f"{ml_root}/{ml}", "managed-ledger"
     if comp == "compacted-ledger" and row.get("compacted_topic"):
         return f"{ml_root}/{topic_to_managed_ledger(row['compacted_topic'])}/__compaction", "compaction"
     if comp == "delayed-index-bucket" and row.get("delayed_topic") and row.get("delayed_cursor"):
-        from ledgerlens.formats.names import encode_component
-
         ml = topic_to_managed_ledger(row["delayed_topic"])
         return f"{ml_root}/{ml}/{encode_component(row['delayed_cursor'])}", "bucket"
     return None

@@ -60,11 +60,11 @@ def planted(zookeeper, s3_server, spark, tmp_path_factory):  # type: ignore[no-u
     truth = generate(hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="planted",
                      now_ms=NOW_MS)
     run = _audit(spark, hosts, s3_server.endpoint_url, bucket, tmp_path_factory.mktemp("planted"))
-    return truth, run
+    return truth, run, hosts
 
 
 def test_planted_cluster_reports_exactly_the_planted_findings(planted) -> None:  # type: ignore[no-untyped-def]
-    truth, run = planted
+    truth, run, _ = planted
     found = run.findings_pandas().to_dict("records")
     expected = _keys(truth.expected)
     got = _keys(found)
@@ -74,7 +74,7 @@ def test_planted_cluster_reports_exactly_the_planted_findings(planted) -> None: 
 
 
 def test_planted_cluster_covers_every_kind(planted) -> None:  # type: ignore[no-untyped-def]
-    truth, run = planted
+    truth, run, _ = planted
     kinds = set(run.summary["counts_by_kind"])
     for kind in (
         "orphan_ledger", "unattributed_ledger", "missing_ledger", "orphan_offload_object",
@@ -87,7 +87,7 @@ def test_planted_cluster_covers_every_kind(planted) -> None:  # type: ignore[no-
 
 
 def test_corrupt_metadata_names_the_paths_and_the_audit_completes(planted) -> None:  # type: ignore[no-untyped-def]
-    truth, run = planted
+    truth, run, _ = planted
     df = run.findings_pandas()
     corrupt = df[df["kind"] == "corrupt_metadata"]
     expected_paths = {r["path"] for r in truth.expected if r["kind"] == "corrupt_metadata"}
@@ -98,7 +98,7 @@ def test_corrupt_metadata_names_the_paths_and_the_audit_completes(planted) -> No
 
 
 def test_summary_file_matches_findings(planted) -> None:  # type: ignore[no-untyped-def]
-    _, run = planted
+    _, run, _ = planted
     summary = json.loads((run.out_dir / "summary.json").read_text())
     df = run.findings_pandas()
     assert summary["total_findings"] == len(df)
@@ -122,3 +122,33 @@ def test_healthy_cluster_has_no_finding_at_all(zookeeper, s3_server, spark, tmp_
     assert df.empty, df[list(KEY)].to_string()
     assert run.summary["inventory_counts"]["bk_ledgers"] > 0
     assert run.summary["inventory_counts"]["offload_objects"] > 0
+
+
+def test_reverification_drops_candidates_that_changed_after_the_scan(planted, s3_server) -> None:  # type: ignore[no-untyped-def]
+    """Deleted-since and created-since candidates are dropped, with the reason counted."""
+    from kazoo.client import KazooClient
+
+    from ledgerlens.formats.paths import ledger_path
+    from ledgerlens.reverify import reverify
+
+    truth, run, hosts = planted
+    df = run.findings_pandas()
+    orphan = df[(df["kind"] == "orphan_ledger") & (df["component"] == "managed-ledger")].iloc[0].to_dict()
+    missing = df[df["kind"] == "missing_ledger"].iloc[0].to_dict()
+    zk = ZooKeeperSource(hosts=hosts)
+    before = reverify([orphan, missing], zk, None)
+    assert len(before.keep) == 2, before.dropped  # still true right after the audit
+
+    client = KazooClient(hosts=hosts)
+    client.start()
+    try:
+        client.delete(ledger_path(int(orphan["ledger_id"])))
+        client.create(ledger_path(int(missing["ledger_id"])), b"BookieMetadataFormatVersion\t3\n", makepath=True)
+    finally:
+        client.stop()
+    after = reverify([orphan, missing], zk, None)
+    assert after.keep == []
+    assert after.dropped == {
+        "orphan_ledger: ledger deleted since the scan": 1,
+        "missing_ledger: ledger exists (created after the scan)": 1,
+    }

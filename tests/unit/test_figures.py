@@ -5,7 +5,6 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
-
 from ledgerlens import figures
 from ledgerlens.schemas import FINDINGS, columns
 
@@ -23,18 +22,54 @@ def findings(rows: list[dict]) -> pd.DataFrame:
 def df() -> pd.DataFrame:
     return findings(
         [
-            dict(kind="orphan_ledger", severity="warning", bytes=1000, tenant="a", namespace="a/x",
-                 age_seconds=2 * DAY),
-            dict(kind="orphan_ledger", severity="warning", bytes=500, tenant="b", namespace="b/y",
-                 age_seconds=3 * DAY),
-            dict(kind="orphan_offload_object", severity="warning", bytes=4000, tenant="a",
-                 namespace="a/x", age_seconds=10 * DAY),
-            dict(kind="missing_ledger", severity="critical", bytes=None, tenant="a", namespace="a/x",
-                 age_seconds=None),
-            dict(kind="missing_offload_object", severity="critical", bytes=300, tenant="b",
-                 namespace="b/y", age_seconds=None),
-            dict(kind="missing_offload_object", severity="warning", bytes=200, tenant="b",
-                 namespace="b/y", age_seconds=None),
+            dict(
+                kind="orphan_ledger",
+                severity="warning",
+                bytes=1000,
+                tenant="a",
+                namespace="a/x",
+                age_seconds=2 * DAY,
+            ),
+            dict(
+                kind="orphan_ledger",
+                severity="warning",
+                bytes=500,
+                tenant="b",
+                namespace="b/y",
+                age_seconds=3 * DAY,
+            ),
+            dict(
+                kind="orphan_offload_object",
+                severity="warning",
+                bytes=4000,
+                tenant="a",
+                namespace="a/x",
+                age_seconds=10 * DAY,
+            ),
+            dict(
+                kind="missing_ledger",
+                severity="critical",
+                bytes=None,
+                tenant="a",
+                namespace="a/x",
+                age_seconds=None,
+            ),
+            dict(
+                kind="missing_offload_object",
+                severity="critical",
+                bytes=300,
+                tenant="b",
+                namespace="b/y",
+                age_seconds=None,
+            ),
+            dict(
+                kind="missing_offload_object",
+                severity="warning",
+                bytes=200,
+                tenant="b",
+                namespace="b/y",
+                age_seconds=None,
+            ),
             dict(kind="unattributed_ledger", severity="info", bytes=50, age_seconds=40 * DAY),
         ]
     )
@@ -46,14 +81,20 @@ def test_bytes_by_kind(df: pd.DataFrame) -> None:
     assert [t.name for t in fig.data] == ["critical", "warning", "info"]
     by = {t.name: dict(zip(t.x, t.y, strict=True)) for t in fig.data}
     assert by["critical"] == {"missing_ledger": 0, "missing_offload_object": 300}
-    assert by["warning"] == {"orphan_ledger": 1500, "orphan_offload_object": 4000,
-                             "missing_offload_object": 200}
+    assert by["warning"] == {
+        "orphan_ledger": 1500,
+        "orphan_offload_object": 4000,
+        "missing_offload_object": 200,
+    }
     assert by["info"] == {"unattributed_ledger": 50}
     counts = {t.name: dict(zip(t.x, t.customdata, strict=True)) for t in fig.data}
     assert counts["warning"]["orphan_ledger"] == 2
     # Kinds ordered by total bytes, largest first.
     assert list(fig.layout.xaxis.categoryarray) == [
-        "orphan_offload_object", "orphan_ledger", "missing_offload_object", "unattributed_ledger",
+        "orphan_offload_object",
+        "orphan_ledger",
+        "missing_offload_object",
+        "unattributed_ledger",
         "missing_ledger",
     ]
     assert fig.layout.template.layout.font.family == figures.TEMPLATE.layout.font.family
@@ -70,8 +111,16 @@ def test_orphan_bytes_by_namespace(df: pd.DataFrame) -> None:
 
 
 def test_orphan_bytes_by_namespace_top_and_unknown() -> None:
-    rows = [dict(kind="orphan_ledger", severity="warning", bytes=100 * (i + 1), tenant=f"t{i}",
-                 namespace=f"t{i}/ns") for i in range(5)]
+    rows = [
+        dict(
+            kind="orphan_ledger",
+            severity="warning",
+            bytes=100 * (i + 1),
+            tenant=f"t{i}",
+            namespace=f"t{i}/ns",
+        )
+        for i in range(5)
+    ]
     rows.append(dict(kind="orphan_ledger", severity="warning", bytes=7, tenant=None, namespace=None))
     fig = figures.orphan_bytes_by_namespace(findings(rows), top=2)
     (trace,) = fig.data
@@ -87,8 +136,9 @@ def test_age_histogram(df: pd.DataFrame) -> None:
     assert fig.layout.barmode == "stack"
 
 
-@pytest.mark.parametrize("fn", [figures.bytes_by_kind, figures.orphan_bytes_by_namespace,
-                                figures.age_histogram])
+@pytest.mark.parametrize(
+    "fn", [figures.bytes_by_kind, figures.orphan_bytes_by_namespace, figures.age_histogram]
+)
 def test_empty_frame_gives_annotated_empty_figure(fn) -> None:
     fig = fn(findings([]))
     assert isinstance(fig, go.Figure)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from google.protobuf.message import Message
+
 from ledgerlens.formats._proto import parse_binary, parse_binary_or_text
 from ledgerlens.formats.envelope import unwrap
 from ledgerlens.formats.offload import uuid_from_bits
@@ -89,15 +91,21 @@ class CursorRecord:
 
     @property
     def delayed_bucket_ledgers(self) -> dict[str, int]:
-        """PIP-195 bucket snapshot ledgers: cursor property key -> ledger id."""
+        """PIP-195 bucket snapshot ledgers: cursor property key -> ledger id.
+
+        Keys start with ``#pulsar.internal.delayed.bucket_``; values that are not a non-negative
+        decimal integer are left out.
+        """
         out: dict[str, int] = {}
         for key, value in self.cursor_properties.items():
             if not key.startswith(DELAYED_BUCKET_PREFIX):
                 continue
             try:
-                out[key] = int(value.strip())
+                ledger_id = int(value.strip())
             except ValueError:
                 continue
+            if ledger_id >= 0:
+                out[key] = ledger_id
         return out
 
 
@@ -111,17 +119,17 @@ class PositionRecord:
     properties: dict[str, int]
 
 
-def _opt(msg, name: str) -> int | None:  # type: ignore[no-untyped-def]
+def _opt(msg: Message, name: str) -> int | None:
     return getattr(msg, name) if msg.HasField(name) else None
 
 
-def _uuid(msg) -> str | None:  # type: ignore[no-untyped-def]
+def _uuid(msg: pb.OffloadContext | pb.OffloadSegment) -> str | None:
     if msg.HasField("uidMsb") or msg.HasField("uidLsb"):
         return uuid_from_bits(msg.uidMsb, msg.uidLsb)
     return None
 
 
-def _driver(msg) -> tuple[str | None, dict[str, str]]:  # type: ignore[no-untyped-def]
+def _driver(msg: pb.OffloadContext | pb.OffloadSegment) -> tuple[str | None, dict[str, str]]:
     if not msg.HasField("driverMetadata"):
         return None, {}
     meta = msg.driverMetadata

@@ -312,8 +312,13 @@ def decode_offload_index(data: bytes, *, key: str) -> OffloadIndex:
     _, block_length, object_length, header_length = reader.take(_INDEX_HEADER, "the header")
     if magic == INDEX_V1_MAGIC:
         count, meta_len = reader.take(">ii", "entry count and metadata length")
+        if count < 0:
+            raise DecodeError(key, f"negative index entry count {count}")
         meta = reader.raw(meta_len, "segment metadata")
-        metadata = ledger_metadata_from_binary(meta, path=f"{key} (segment metadata)")
+        try:
+            metadata = ledger_metadata_from_binary(meta, path=key)
+        except DecodeError as exc:
+            raise DecodeError(key, f"segment metadata: {exc.problem}") from exc
         parsed = parse_offload_key(key)
         ledger = OffloadIndexLedger(
             ledger_id=parsed.ledger_id if parsed is not None else None,
@@ -327,7 +332,10 @@ def decode_offload_index(data: bytes, *, key: str) -> OffloadIndex:
         ledger_id, count, meta_len = reader.take(">qii", "ledger header")
         what = f"ledger {ledger_id}"
         meta = reader.raw(meta_len, f"LedgerInfo of {what}")
-        info = decode_ledger_info(meta, where=f"{key} ({what} LedgerInfo)")
+        try:
+            info = decode_ledger_info(meta, where=key)
+        except DecodeError as exc:
+            raise DecodeError(key, f"LedgerInfo of {what}: {exc.problem}") from exc
         ledgers.append(
             OffloadIndexLedger(
                 ledger_id=ledger_id,

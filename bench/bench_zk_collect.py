@@ -1,0 +1,191 @@
+"""Benchmark: reading BookKeeper ledger metadata from ZooKeeper, three ways.
+
+(a) a plain sequential kazoo ``get`` loop, (b) the best raw pipelined kazoo read in one process
+(``get_async`` window, no decoding), (c) the ``bk_ledgers`` stage of ``collect_inventory`` on a
+local Spark (distributed tasks, pipelined and decoded, written as Parquet). Prints ledgers/s and
+the ratios (c)/(a) and (c)/(b).
+
+Usage (starts nothing; needs a ZooKeeper)::
+
+    .venv/bin/python bench/bench_zk_collect.py --zk 127.0.0.1:2181 --ledgers 100000 --master 'local[2]'
+
+Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+
+
+def write_ledgers(client: KazooClient, root: str, n: int, *, now_ms: int, batch: int = 100, window: int = 8) -> None:
+    """Create ``n`` ledger znodes (v3 metadata, Pulsar custom metadata) with batched transactions."""
+    from ledgerlens.formats.paths import ledger_path
+    from ledgerlens.sandbox import wire
+
+    paths = [ledger_path(i, root) for i in range(1, n + 1)]
+    parents = sorted({p.rsplit("/", 1)[0] for p in paths})
+    for p in parents:
+        client.ensure_path(p)
+    pending: deque = deque()
+
+    def value(i: int) -> bytes:
+        md = wire.ledger_metadata(
+            ensemble=["bookie-1:3181", "bookie-2:3181"],
+            write_quorum=2,
+            ack_quorum=2,
+            length=1024 * i,
+            last_entry_id=99,
+            ctime_ms=now_ms - i,
+            custom={
+                "application": "pulsar",
+                "component": "managed-ledger",
+                "pulsar/managed-ledger": f"bench/ns/persistent/topic-{i % 1000}",
+            },
+        )
+        return wire.bk_metadata_v3(md)
+
+    for start in range(0, n, batch):
+        tx = client.transaction()
+        for i in range(start + 1, min(n, start + batch) + 1):
+            tx.create(paths[i - 1], value(i))
+        pending.append(tx.commit_async())
+        if len(pending) >= window:
+            _check(pending.popleft().get())
+    while pending:
+        _check(pending.popleft().get())
+
+
+def _check(results: list) -> None:
+    for r in results:
+        if isinstance(r, Exception):
+            raise r
+
+
+def ledger_paths(client: KazooClient, root: str) -> list[str]:
+    """All ledger leaf paths under ``root`` (listed once, outside the timed reads)."""
+    from ledgerlens.sources.zookeeper import PipelinedReader, _walk_ledger_leaves
+
+    level1 = [c for c in client.get_children(root) if c.isdigit()]
+    return list(_walk_ledger_leaves(PipelinedReader(client, max_in_flight=500), root, level1, []))
+
+
+def sequential(client: KazooClient, paths: list[str]) -> float:
+    t0 = time.perf_counter()
+    for p in paths:
+        client.get(p)
+    return time.perf_counter() - t0
+
+
+def pipelined(client: KazooClient, paths: list[str], window: int) -> float:
+    t0 = time.perf_counter()
+    q: deque = deque()
+    get_async = client.get_async
+    for p in paths:
+        if len(q) >= window:
+            q.popleft().get()
+        q.append(get_async(p))
+    while q:
+        q.popleft().get()
+    return time.perf_counter() - t0
+
+
+def timed(label: str, n: int, fn: Callable[[], float]) -> float:
+    dt = fn()
+    print(f"{label:<58} {n:>8} ledgers {dt:8.2f} s {n / dt:10,.0f} ledgers/s", flush=True)
+    return n / dt
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--zk", required=True, help="ZooKeeper host:port")
+    ap.add_argument("--ledgers", type=int, default=100_000)
+    ap.add_argument("--root", default=None, help="existing root to reuse (skips generation)")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--tasks", type=int, default=None)
+    ap.add_argument("--window", type=int, default=1000, help="max_in_flight per task")
+    ap.add_argument("--rate", type=float, default=0.0, help="scan-wide ops/s limit (0: none)")
+    ap.add_argument("--raw-windows", default="200,1000,4000")
+    ap.add_argument("--skip-sequential", action="store_true")
+    args = ap.parse_args(argv)
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    client = KazooClient(hosts=args.zk, timeout=60)
+    client.start(timeout=30)
+    root = args.root
+    if root is None:
+        root = f"/bench-{uuid.uuid4().hex[:8]}/ledgers"
+        now_ms = int(time.time() * 1000)
+        t0 = time.perf_counter()
+        try:
+            from ledgerlens.sandbox.cluster import generate_bulk
+
+            base = root.rsplit("/", 1)[0]
+            generate_bulk(args.zk, root=base, n_ledgers=args.ledgers, n_topics=1000, now_ms=now_ms)
+            how = "sandbox.cluster.generate_bulk"
+        except ImportError:
+            write_ledgers(client, root, args.ledgers, now_ms=now_ms)
+            how = "bench batched transactions"
+        dt = time.perf_counter() - t0
+        print(f"generated {args.ledgers} ledgers under {root} with {how} in {dt:.1f} s", flush=True)
+    paths = ledger_paths(client, root)
+    n = len(paths)
+    print(f"{n} ledger znodes under {root}; cpus={os.cpu_count()}", flush=True)
+
+    seq = None
+    if not args.skip_sequential:
+        seq = timed("(a) sequential kazoo get", n, lambda: sequential(client, paths))
+    raw = 0.0
+    for w in (int(x) for x in args.raw_windows.split(",")):
+        raw = max(raw, timed(f"(b) pipelined get_async, window {w}", n, lambda w=w: pipelined(client, paths, w)))
+    client.stop()
+    client.close()
+
+    from pyspark.sql import SparkSession
+
+    from ledgerlens.collect import collect_inventory
+    from ledgerlens.config import ZooKeeperSource
+    from ledgerlens.spark import configure
+
+    spark = configure(SparkSession.builder, master=args.master, app_name="bench-zk-collect").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    absent = f"/bench-absent-{uuid.uuid4().hex[:8]}"
+    zk = ZooKeeperSource(
+        hosts=args.zk,
+        ledgers_root=root,
+        managed_ledgers_root=absent,
+        schemas_root=absent,
+        policies_root=absent,
+        rate_limit=args.rate,
+        max_in_flight=args.window,
+        tasks=args.tasks,
+    )
+    best = 0.0
+    with tempfile.TemporaryDirectory() as out:
+        for run in ("cold", "warm"):
+            inv = collect_inventory(spark, zk, None, out, progress=False)
+            assert inv.counts["bk_ledgers"] == n, inv.counts
+            rate = n / inv.timings["bk_ledgers"]
+            best = max(best, rate)
+            print(
+                f"{'(c) collect_inventory bk_ledgers on ' + args.master + ' (' + run + ')':<58} {n:>8} ledgers "
+                f"{inv.timings['bk_ledgers']:8.2f} s {rate:10,.0f} ledgers/s",
+                flush=True,
+            )
+    spark.stop()
+    if seq:
+        print(f"(c)/(a) = {best / seq:.2f}  (target >= 10)")
+    print(f"(c)/(b) = {best / raw:.2f}  (target >= 0.8)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""The findings table: its kinds, how a rule shapes a row, ordering, and a driver-side summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ledgerlens import schemas
+from ledgerlens.audit.names import ml_namespace, ml_tenant
+
+KINDS: tuple[str, ...] = (
+    "orphan_ledger",
+    "unattributed_ledger",
+    "missing_ledger",
+    "orphan_offload_object",
+    "missing_offload_object",
+    "incomplete_offload",
+    "offloaded_not_deleted",
+    "retention_overdue",
+    "open_ledger_overdue",
+    "inactive_cursor",
+    "corrupt_metadata",
+)
+
+# A rule's row before the final touch: the findings columns with tenant/namespace hints, plus the
+# managed ledger whose node path and existence the final step looks up (``owner_ml``).
+RAW_COLUMNS: tuple[str, ...] = (
+    "kind",
+    "severity",
+    "component",
+    "ledger_id",
+    "managed_ledger",
+    "cursor",
+    "path",
+    "object_key",
+    "bytes",
+    "evidence",
+    "action",
+    "tenant_hint",
+    "namespace_hint",
+    "age_seconds",
+    "owner_ml",
+)
+
+_TYPES = {f.name: f.dataType for f in schemas.FINDINGS.fields}
+
+
+def _lit_or_col(v: Column | str | int | None) -> Column:
+    return v if isinstance(v, Column) else F.lit(v)
+
+
+def finding(
+    df: DataFrame,
+    *,
+    kind: str,
+    severity: Column | str,
+    component: Column | str | None,
+    action: str,
+    evidence: Column,
+    ledger_id: Column | None = None,
+    managed_ledger: Column | None = None,
+    cursor: Column | None = None,
+    path: Column | None = None,
+    object_key: Column | None = None,
+    bytes_: Column | None = None,
+    tenant: Column | None = None,
+    namespace: Column | None = None,
+    age_seconds: Column | None = None,
+    owner_ml: Column | None = None,
+) -> DataFrame:
+    """Shape the rows of ``df`` as raw findings (``RAW_COLUMNS``); ``evidence`` is a struct."""
+    s = "string"
+    return df.select(
+        F.lit(kind).alias("kind"),
+        _lit_or_col(severity).cast(s).alias("severity"),
+        _lit_or_col(component).cast(s).alias("component"),
+        _lit_or_col(ledger_id).cast("bigint").alias("ledger_id"),
+        _lit_or_col(managed_ledger).cast(s).alias("managed_ledger"),
+        _lit_or_col(cursor).cast(s).alias("cursor"),
+        _lit_or_col(path).cast(s).alias("path"),
+        _lit_or_col(object_key).cast(s).alias("object_key"),
+        _lit_or_col(bytes_).cast("bigint").alias("bytes"),
+        F.to_json(evidence).alias("evidence"),
+        F.lit(action).alias("action"),
+        _lit_or_col(tenant).cast(s).alias("tenant_hint"),
+        _lit_or_col(namespace).cast(s).alias("namespace_hint"),
+        _lit_or_col(age_seconds).cast("bigint").alias("age_seconds"),
+        _lit_or_col(owner_ml).cast(s).alias("owner_ml"),
+    )
+
+
+def age_seconds(now_ms: int, then_ms: Column) -> Column:
+    """Whole seconds from ``then_ms`` to ``now_ms``; null when unknown."""
+    return F.when(then_ms.isNotNull() & (then_ms > 0), F.floor((F.lit(now_ms) - then_ms) / 1000))
+
+
+def with_owners(raw: DataFrame, managed_ledgers: DataFrame) -> DataFrame:
+    """Fill ``path`` from the owner managed ledger's node and add ``owner_exists``/``owner_path`` to
+    the evidence of rows that name an owner; one join, only over those rows."""
+    owners = (
+        managed_ledgers.filter(F.col("managed_ledger").isNotNull())
+        .select(F.col("managed_ledger").alias("owner_ml"), F.col("path").alias("owner_path"))
+        .dropDuplicates(["owner_ml"])
+        .withColumn("owner_exists", F.lit(True))
+    )
+    need = raw.filter(F.col("owner_ml").isNotNull()).join(owners, "owner_ml", "left")
+    extra = F.to_json(
+        F.struct(F.coalesce("owner_exists", F.lit(False)).alias("owner_exists"), F.col("owner_path"))
+    )
+    spliced = F.concat(
+        F.expr("substring(evidence, 1, length(evidence) - 1)"), F.lit(","), F.substring(extra, 2, 1 << 30)
+    )
+    need = need.select(
+        *[
+            F.coalesce("path", "owner_path").alias("path")
+            if c == "path"
+            else spliced.alias("evidence")
+            if c == "evidence"
+            else F.col(c)
+            for c in RAW_COLUMNS
+        ]
+    )
+    return raw.filter(F.col("owner_ml").isNull()).unionByName(need)
+
+
+def to_findings(raw: DataFrame) -> DataFrame:
+    """Raw rows -> exactly the ``schemas.FINDINGS`` columns, tenant/namespace from the ML name."""
+    ns = F.coalesce(ml_namespace(F.col("managed_ledger")), F.col("namespace_hint"))
+    tenant = F.coalesce(ml_tenant(F.col("managed_ledger")), F.col("tenant_hint"), F.split(ns, "/").getItem(0))
+    cols = {"tenant": tenant, "namespace": ns}
+    return raw.select(
+        *[
+            (cols[n] if n in cols else F.col(n)).cast(_TYPES[n]).alias(n)
+            for n in schemas.columns(schemas.FINDINGS)
+        ]
+    )
+
+
+def order_findings(findings: DataFrame) -> DataFrame:
+    """Sort by severity (critical first), kind, managed ledger, ledger id, object key, path."""
+    rank = F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2)
+    return findings.orderBy(
+        rank.asc(),
+        F.col("kind").asc(),
+        F.col("managed_ledger").asc_nulls_first(),
+        F.col("ledger_id").asc_nulls_first(),
+        F.col("object_key").asc_nulls_first(),
+        F.col("path").asc_nulls_first(),
+        F.col("cursor").asc_nulls_first(),
+    )
+
+
+def summarize(findings: DataFrame) -> dict[str, Any]:
+    """Counts and bytes by kind and by severity, collected to the driver (one small job).
+
+    Returns ``{"total_findings", "counts_by_kind", "counts_by_severity", "bytes_by_kind",
+    "bytes_by_severity", "by_kind_severity": [{"kind", "severity", "count", "bytes"}]}``.
+    """
+    rows = (
+        findings.groupBy("kind", "severity")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum(F.coalesce("bytes", F.lit(0))).alias("b"))
+        .collect()
+    )
+    counts_kind: dict[str, int] = {}
+    bytes_kind: dict[str, int] = {}
+    counts_sev: dict[str, int] = {s: 0 for s in schemas.SEVERITIES}
+    bytes_sev: dict[str, int] = {s: 0 for s in schemas.SEVERITIES}
+    cells = []
+    for r in rows:
+        k, s, n, b = r["kind"], r["severity"], int(r["n"]), int(r["b"] or 0)
+        counts_kind[k] = counts_kind.get(k, 0) + n
+        bytes_kind[k] = bytes_kind.get(k, 0) + b
+        counts_sev[s] = counts_sev.get(s, 0) + n
+        bytes_sev[s] = bytes_sev.get(s, 0) + b
+        cells.append({"kind": k, "severity": s, "count": n, "bytes": b})
+    return {
+        "total_findings": sum(counts_kind.values()),
+        "counts_by_kind": dict(sorted(counts_kind.items())),
+        "counts_by_severity": counts_sev,
+        "bytes_by_kind": dict(sorted(bytes_kind.items())),
+        "bytes_by_severity": bytes_sev,
+        "by_kind_severity": sorted(cells, key=lambda c: (c["kind"], c["severity"])),
+    }

@@ -1,0 +1,129 @@
+"""What the metadata references, and what it cannot see (blind spots).
+
+DataFrame -> DataFrame transforms over the inventory tables (docs/audit-rules.md, "References" and
+"Blind spots").
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ledgerlens.audit.names import ANY, name_prefixes
+
+DELAYED_BUCKET_PREFIX = "#pulsar.internal.delayed.bucket_"
+COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
+
+ML_TAG = "m"  # blind spots of managed ledgers and cursors
+SCHEMA_TAG = "s"  # blind spots of schema locators
+
+
+def cursor_references(cursors: DataFrame) -> DataFrame:
+    """Ledgers referenced by cursors: the cursor ledger, the compacted ledger, delayed-index buckets.
+
+    Columns: ``ledger_id, ref_component, ref_ml, ref_cursor, ref_path, ref_tenant, ref_namespace,
+    ref_key`` (the property key, for compacted and bucket ledgers).
+    """
+    ok = cursors.filter(F.col("error").isNull())
+    base = [
+        F.col("managed_ledger").alias("ref_ml"),
+        F.col("cursor").alias("ref_cursor"),
+        F.col("path").alias("ref_path"),
+        F.col("tenant").alias("ref_tenant"),
+        F.col("namespace").alias("ref_namespace"),
+    ]
+    # One pass over cursors: an array of (id, component, key) per cursor, exploded.
+    cursor_ledger = F.when(
+        F.col("cursors_ledger_id") >= 0,
+        F.array(
+            F.struct(
+                F.col("cursors_ledger_id").alias("id"),
+                F.lit("cursor").alias("c"),
+                F.lit(None).cast("string").alias("k"),
+            )
+        ),
+    ).otherwise(F.array())
+    compacted = F.col("properties").getItem(COMPACTED_TOPIC_LEDGER)
+    compacted_ref = F.when(
+        compacted >= 0,
+        F.array(
+            F.struct(
+                compacted.alias("id"),
+                F.lit("compacted-ledger").alias("c"),
+                F.lit(COMPACTED_TOPIC_LEDGER).alias("k"),
+            )
+        ),
+    ).otherwise(F.array())
+    buckets = F.map_filter(F.col("cursor_properties"), lambda k, v: k.startswith(DELAYED_BUCKET_PREFIX))
+    bucket_refs = F.transform(
+        F.map_entries(F.coalesce(buckets, F.create_map().cast("map<string,string>"))),
+        lambda e: F.struct(
+            F.trim(e["value"]).try_cast("bigint").alias("id"),
+            F.lit("delayed-index-bucket").alias("c"),
+            e["key"].alias("k"),
+        ),
+    )
+    refs = F.filter(F.concat(cursor_ledger, compacted_ref, bucket_refs), lambda r: r["id"].isNotNull())
+    return ok.select(*base, F.explode(refs).alias("r")).select(
+        F.col("r.id").alias("ledger_id"),
+        F.col("r.c").alias("ref_component"),
+        "ref_ml",
+        "ref_cursor",
+        "ref_path",
+        "ref_tenant",
+        "ref_namespace",
+        F.col("r.k").alias("ref_key"),
+    )
+
+
+def schema_references(schema_ledgers: DataFrame) -> DataFrame:
+    """Ledgers referenced by schema locators (every version)."""
+    return schema_ledgers.filter(F.col("error").isNull() & F.col("ledger_id").isNotNull()).select(
+        "ledger_id",
+        F.lit("schema").alias("ref_component"),
+        F.col("path").alias("ref_path"),
+        F.col("tenant").alias("ref_tenant"),
+        F.col("namespace").alias("ref_namespace"),
+        F.col("schema_id").alias("ref_schema_id"),
+        F.col("version").alias("ref_schema_version"),
+    )
+
+
+def _spots(df: DataFrame, name: str, tag: str) -> DataFrame:
+    norm = F.coalesce(F.regexp_replace(F.col(name), "/+$", ""), F.lit(""))
+    return df.filter(F.col("error").isNotNull()).select(F.concat(F.lit(f"{tag}:"), norm).alias("spot"))
+
+
+def blind_spots(managed_ledgers: DataFrame, cursors: DataFrame, schema_ledgers: DataFrame) -> DataFrame:
+    """One row, one column ``spots``: the tagged names (or prefixes) whose metadata did not decode.
+
+    ``m:<managed ledger or prefix>`` from managed-ledger and cursor error rows, ``s:<schema id>``
+    from schema error rows; ``m:`` / ``s:`` (an empty name) hides everything of that tag, and
+    ``<tag>:ANY`` is present whenever any blind spot of the tag exists (owner unknown).
+    """
+    spots = _spots(managed_ledgers, "managed_ledger", ML_TAG).unionByName(
+        _spots(cursors, "managed_ledger", ML_TAG)
+    )
+    spots = spots.unionByName(_spots(schema_ledgers, "schema_id", SCHEMA_TAG))
+    agg = spots.agg(F.collect_set("spot").alias("spots"))
+    any_ = F.filter(
+        F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}")),
+        lambda a: F.exists(F.col("spots"), lambda s: F.startswith(s, F.substring(a, 1, 2))),
+    )
+    return agg.select(F.array_union(F.col("spots"), any_).alias("spots"))
+
+
+def without_blind_spots(df: DataFrame, spots: DataFrame, prefixes: Column) -> DataFrame:
+    """Rows of ``df`` none of whose ``prefixes`` (tagged, see ``name_prefixes``) is a blind spot."""
+    return (
+        df.crossJoin(F.broadcast(spots))
+        .filter(~F.arrays_overlap(prefixes, F.col("spots")) | (F.size("spots") == 0))
+        .drop("spots")
+    )
+
+
+def owner_prefixes(tag: Column | str, owner: Column) -> Column:
+    """Tagged prefixes of an owner name, the tag chosen per row (``m`` or ``s``)."""
+    if isinstance(tag, str):
+        return name_prefixes(owner, tag)
+    return F.when(tag == SCHEMA_TAG, name_prefixes(owner, SCHEMA_TAG)).otherwise(name_prefixes(owner, ML_TAG))

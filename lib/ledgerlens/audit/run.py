@@ -1,0 +1,80 @@
+"""``run_audit``: inventory tables in, the findings table out (one Spark plan, nothing collected)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ledgerlens import schemas
+from ledgerlens.audit import rules
+from ledgerlens.audit.findings import order_findings, to_findings, with_owners
+from ledgerlens.audit.references import blind_spots, cursor_references, schema_references
+from ledgerlens.config import AuditConfig
+
+REQUIRED = ("bk_ledgers", "managed_ledgers", "ml_ledgers", "cursors", "schema_ledgers", "namespace_policies")
+
+
+def _inputs(tables: Mapping[str, DataFrame]) -> tuple[dict[str, DataFrame], DataFrame | None]:
+    """The inventory tables with their declared columns; absent tables (but offload) are empty."""
+    if not tables:
+        raise ValueError("run_audit: no inventory tables given")
+    spark: SparkSession = next(iter(tables.values())).sparkSession
+    out: dict[str, DataFrame] = {}
+    for name in REQUIRED:
+        schema = schemas.INVENTORY[name]
+        df = tables.get(name)
+        if df is None:
+            df = spark.createDataFrame([], schema)
+        out[name] = df.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
+    objects = tables.get("offload_objects")
+    if objects is not None:
+        schema = schemas.OFFLOAD_OBJECTS
+        objects = objects.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
+    return out, objects
+
+
+def run_audit(
+    tables: Mapping[str, DataFrame], config: AuditConfig, *, offload_bucket: str | None = None
+) -> DataFrame:
+    """Apply every rule of docs/audit-rules.md to the inventory; return the sorted findings.
+
+    Parameters
+    ----------
+    tables
+        Inventory DataFrames keyed as ``schemas.INVENTORY``. Without ``offload_objects`` (S3 not
+        scanned) the offload rules are skipped.
+    config
+        Thresholds and ``as_of_ms`` ('now').
+    offload_bucket
+        The bucket the ``offload_objects`` inventory lists; ledgers offloaded to another bucket are
+        not checked. ``None``: the buckets present in ``offload_objects``.
+
+    Returns
+    -------
+    DataFrame
+        Exactly the ``schemas.FINDINGS`` columns, ordered by ``order_findings``. Lazy: nothing is
+        computed until the caller writes or collects it.
+    """
+    t, objects = _inputs(tables)
+    spots = blind_spots(t["managed_ledgers"], t["cursors"], t["schema_ledgers"])
+    ml_refs = rules.managed_ledger_references(t["ml_ledgers"], t["cursors"], t["namespace_policies"], config)
+    refs = ml_refs.unionByName(cursor_references(t["cursors"]), allowMissingColumns=True).unionByName(
+        schema_references(t["schema_ledgers"]), allowMissingColumns=True
+    )
+    joined = rules.join_bookkeeper(t["bk_ledgers"], refs)
+    parts = [
+        rules.orphan_and_unattributed(joined, spots, config),
+        rules.missing_ledgers(joined, config),
+        rules.open_ledger_overdue(joined, config),
+        rules.retention_overdue(joined, spots, config),
+        rules.inactive_cursors(t["cursors"], t["ml_ledgers"], config),
+        rules.corrupt_metadata(t),
+    ]
+    if objects is not None:
+        parts.append(rules.offload_rules(joined, objects, spots, config, offload_bucket))
+    raw = parts[0]
+    for p in parts[1:]:
+        raw = raw.unionByName(p)
+    return order_findings(to_findings(with_owners(raw, t["managed_ledgers"])))

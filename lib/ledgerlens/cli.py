@@ -1,0 +1,265 @@
+"""The ``ledgerlens`` command line.
+
+``ledgerlens audit``          run the audit pipeline, print a summary, exit by severity (``--fail-on``)
+``ledgerlens report``         run the audit runbook headless (papermill) and convert it to HTML
+``ledgerlens sandbox-local``  start/seed/inspect/stop a local ZooKeeper + S3 sandbox
+
+Exit codes: 0 ran; 2 usage or ledgerlens error (one line on stderr); 3 ``--fail-on`` threshold hit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ledgerlens.errors import ConfigError, LedgerLensError
+
+EXIT_OK = 0
+EXIT_ERROR = 2
+EXIT_FINDINGS = 3
+
+FAIL_ON = {"critical": ("critical",), "warning": ("critical", "warning")}
+
+DEFAULT_NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "audit_ledgers.ipynb"
+
+
+def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None:
+    g = p.add_argument_group("inputs")
+    g.add_argument(
+        "--zookeeper",
+        required=zookeeper_required,
+        metavar="HOST:PORT",
+        help="ZooKeeper connect string of the cluster's metadata store (host:port[,host:port][/chroot])",
+    )
+    g.add_argument(
+        "--s3-endpoint",
+        metavar="URL",
+        default="",
+        help="S3 endpoint URL for the tiered-storage bucket (default: AWS)",
+    )
+    g.add_argument(
+        "--bucket",
+        metavar="NAME",
+        default="",
+        help="tiered-storage bucket to inventory (offload rules run only with it)",
+    )
+    g.add_argument(
+        "--min-orphan-age",
+        metavar="DURATION",
+        default="24h",
+        help="orphan candidates must be at least this old (90s, 15m, 24h, 7d; default 24h)",
+    )
+    g.add_argument(
+        "--as-of", metavar="TIME", default="", help="'now' of the audit: ISO-8601 or epoch ms (default: now)"
+    )
+    g.add_argument(
+        "--spark-master", metavar="URL", default="local[*]", help="Spark master (default local[*])"
+    )
+    g.add_argument(
+        "--ledgers-root",
+        metavar="PATH",
+        default="/ledgers",
+        help="BookKeeper ledgers root in ZooKeeper (default /ledgers)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``ledgerlens`` command."""
+    parser = argparse.ArgumentParser(
+        prog="ledgerlens", description="Audit Apache Pulsar storage: orphan ledgers, tiered-storage objects."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    audit = sub.add_parser(
+        "audit",
+        help="run the audit and print a summary",
+        description="Run the audit pipeline and write findings to --out.",
+    )
+    _add_inputs(audit, zookeeper_required=True)
+    audit.add_argument(
+        "--out", required=True, metavar="DIR", help="output directory (findings, summary.json)"
+    )
+    audit.add_argument(
+        "--fail-on",
+        choices=sorted(FAIL_ON),
+        default=None,
+        help="exit 3 when a finding of this severity (or worse) exists",
+    )
+    audit.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    report = sub.add_parser(
+        "report",
+        help="run the audit runbook headless and write an HTML report",
+        description="Execute notebooks/audit_ledgers.ipynb with papermill into "
+        "DIR/audit_ledgers.ipynb and convert it to DIR/report.html.",
+    )
+    _add_inputs(report, zookeeper_required=True)
+    report.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    report.add_argument(
+        "--notebook",
+        metavar="PATH",
+        default=None,
+        help=f"runbook to execute (default {DEFAULT_NOTEBOOK.name} of this checkout)",
+    )
+    report.add_argument(
+        "--html", metavar="PATH", default=None, help="HTML report path (default DIR/report.html)"
+    )
+    report.add_argument(
+        "--kernel", metavar="NAME", default=None, help="Jupyter kernel (default: the notebook's, python3)"
+    )
+    report.add_argument("--show-code", action="store_true", help="keep code cells in the HTML report")
+
+    sandbox = sub.add_parser("sandbox-local", help="local ZooKeeper + S3 sandbox with a generated cluster")
+    sandbox.add_argument("action", choices=["up", "seed", "status", "down"])
+    sandbox.add_argument("--workdir", required=True, metavar="DIR", help="sandbox working directory")
+    return parser
+
+
+def _configs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """ZooKeeperSource, S3Source | None and AuditConfig from parsed arguments."""
+    from ledgerlens.report import audit_inputs
+
+    return audit_inputs(
+        args.zookeeper,
+        s3_endpoint=args.s3_endpoint,
+        bucket=args.bucket,
+        min_orphan_age=args.min_orphan_age,
+        as_of=args.as_of,
+        ledgers_root=args.ledgers_root,
+    )
+
+
+def _spark_session(master: str) -> tuple[Any, bool]:
+    """A Spark session and whether this command owns it (and must stop it)."""
+    from pyspark.sql import SparkSession
+
+    from ledgerlens.spark import get_session
+
+    active = SparkSession.getActiveSession()
+    if active is not None:  # called in-process next to a live session (notebook, tests): reuse it
+        return active, False
+    return get_session(master), True
+
+
+def exit_code(summary: dict[str, Any], fail_on: str | None) -> int:
+    """``EXIT_FINDINGS`` when the summary holds a finding at or above ``fail_on``, else ``EXIT_OK``."""
+    if not fail_on:
+        return EXIT_OK
+    counts = summary.get("counts_by_severity") or {}
+    return EXIT_FINDINGS if any(counts.get(s, 0) for s in FAIL_ON[fail_on]) else EXIT_OK
+
+
+def format_summary(summary: dict[str, Any], out_dir: Path, findings_path: Path | None = None) -> str:
+    """A compact, human summary of an audit run."""
+    from ledgerlens.figures import SEVERITY_ORDER, human_bytes
+
+    sev = summary.get("counts_by_severity") or {}
+    kinds = summary.get("counts_by_kind") or {}
+    sizes = summary.get("bytes_by_kind") or {}
+    lines = [
+        f"{summary.get('total_findings', 0)} findings: "
+        + ", ".join(f"{sev.get(s, 0)} {s}" for s in SEVERITY_ORDER)
+    ]
+    width = max((len(k) for k in kinds), default=0)
+    for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  {kind:<{width}}  {n:>7}  {human_bytes(sizes.get(kind) or 0):>10}")
+    dropped = {k: v for k, v in (summary.get("dropped_on_reverify") or {}).items() if v}
+    if dropped:
+        lines.append(
+            "dropped on re-verification: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))
+        )
+    lines.append(f"findings: {findings_path or out_dir / 'findings.parquet'}")
+    lines.append(f"summary:  {out_dir / 'summary.json'}")
+    return "\n".join(lines)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    zk, s3, audit = _configs(args)
+    from ledgerlens import pipeline
+
+    out = Path(args.out)
+    spark, owned = _spark_session(args.spark_master)
+    try:
+        run = pipeline.run(spark, zk, s3, audit, out, progress=not args.no_progress)
+    finally:
+        if owned:
+            spark.stop()
+    print(format_summary(run.summary, Path(run.out_dir), Path(run.findings_path)))
+    return exit_code(run.summary, args.fail_on)
+
+
+def notebook_parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """Parameters of the audit runbook from the ``report`` arguments (no credentials, ever)."""
+    _configs(args)  # validate early, with the same messages as ``audit``
+    return {
+        "zookeeper": args.zookeeper,
+        "s3_endpoint": args.s3_endpoint,
+        "bucket": args.bucket,
+        "out_dir": str(Path(args.out).resolve()),
+        "min_orphan_age": args.min_orphan_age,
+        "as_of": args.as_of,
+        "spark_master": args.spark_master,
+        "ledgers_root": args.ledgers_root,
+        "interactive": False,
+    }
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ledgerlens import report
+
+    params = notebook_parameters(args)
+    notebook = Path(args.notebook) if args.notebook else DEFAULT_NOTEBOOK
+    if not notebook.is_file():
+        raise ConfigError(f"runbook {notebook} not found: pass --notebook PATH")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    executed = report.execute_runbook(notebook, out / notebook.name, params, kernel_name=args.kernel)
+    html = report.to_html(
+        executed, Path(args.html) if args.html else out / "report.html", exclude_input=not args.show_code
+    )
+    print(f"notebook: {executed}")
+    print(f"report:   {html}")
+    return EXIT_OK
+
+
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    """Forward to ``python -m ledgerlens.sandbox.local`` (its ``main``), else drive ``LocalSandbox``."""
+    from ledgerlens.sandbox import local
+
+    forward = getattr(local, "main", None)
+    if callable(forward):
+        code = forward([args.action, "--workdir", str(args.workdir)])
+        return int(code or 0)
+    sandbox = local.LocalSandbox(Path(args.workdir))
+    result = getattr(sandbox, args.action)()
+    if result is not None:
+        print(json.dumps(result, indent=2, default=str) if isinstance(result, dict | list) else result)
+    return EXIT_OK
+
+
+COMMANDS = {"audit": cmd_audit, "report": cmd_report, "sandbox-local": cmd_sandbox}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ledgerlens`` console script; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
+        return int(e.code) if isinstance(e.code, int) else EXIT_ERROR
+    try:
+        return COMMANDS[args.command](args)
+    except LedgerLensError as e:
+        print(f"ledgerlens {args.command}: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"ledgerlens {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

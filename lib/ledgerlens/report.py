@@ -1,0 +1,354 @@
+"""Run the audit runbook headless and turn it into a shareable report.
+
+- ``execute_runbook``: papermill executes a parameterized notebook into an output notebook.
+- ``read_recorded``: read back a result the notebook recorded (``record``) in its outputs.
+- ``to_html``: nbconvert the executed notebook into one self-contained HTML file.
+- ``findings_table_html`` / ``top_findings`` / ``error_html``: HTML for notebooks and widgets,
+  without ipywidgets (headless runs need no UI).
+
+Credentials never appear in a report: ``check_no_secrets`` refuses a notebook or HTML text that
+contains the value of a secret-looking environment variable.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import json
+import os
+import re
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource, parse_duration, parse_time_ms
+from ledgerlens.errors import ConfigError, LedgerLensError
+from ledgerlens.figures import SEVERITY_COLORS, SEVERITY_ORDER, human_bytes
+
+RECORD_KEY = "ledgerlens"
+"""Output metadata key that marks a recorded result: ``{"ledgerlens": <name>}``."""
+
+TABLE_COLUMNS = (
+    "severity",
+    "kind",
+    "component",
+    "namespace",
+    "managed_ledger",
+    "ledger_id",
+    "cursor",
+    "object_key",
+    "bytes",
+    "age_seconds",
+    "action",
+)
+
+_SECRET_NAMES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+_SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD")
+_MIN_SECRET_LEN = 6  # shorter values ("1", "true") would match everywhere and reveal nothing
+
+
+class ReportError(LedgerLensError):
+    """The runbook could not be executed, read back or converted."""
+
+
+class SecretLeakError(ReportError):
+    """A secret's value appears in a notebook or report. The message names the variable, never the value."""
+
+
+# --- HTML for notebooks and widgets -----------------------------------------------------------------
+
+
+def severity_rank(severity: pd.Series) -> pd.Series:
+    """critical -> 0, warning -> 1, info -> 2, anything else -> 3."""
+    ranks = {s: i for i, s in enumerate(SEVERITY_ORDER)}
+    return severity.map(ranks).fillna(len(ranks)).astype("int64")
+
+
+def top_findings(df: pd.DataFrame, n: int = 50) -> pd.DataFrame:
+    """The ``n`` most pressing findings: by severity (critical first), then bytes, largest first."""
+    if df.empty:
+        return df
+    key = pd.DataFrame(
+        {"rank": severity_rank(df["severity"]), "bytes": pd.to_numeric(df["bytes"], errors="coerce")}
+    )
+    order = key.sort_values(["rank", "bytes"], ascending=[True, False], na_position="last", kind="stable")
+    return df.loc[order.index[:n]]
+
+
+def _cell(column: str, value: Any) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)) or value is pd.NA:
+        return ""
+    if column == "bytes":
+        return f'<span title="{int(value)} bytes">{_html.escape(human_bytes(value))}</span>'
+    if column == "age_seconds":
+        seconds = int(value)
+        text = f"{seconds / 86400:.1f} d" if seconds >= 86400 else f"{seconds / 3600:.1f} h"
+        return f'<span title="{seconds} s">{text}</span>'
+    if column == "ledger_id":
+        return str(int(value))
+    if column == "severity":
+        color = SEVERITY_COLORS.get(str(value), "#2d3436")
+        return f'<b style="color:{color}">{_html.escape(str(value))}</b>'
+    return _html.escape(str(value))
+
+
+_HEADERS = {
+    "age_seconds": "age",
+    "managed_ledger": "managed ledger",
+    "ledger_id": "ledger",
+    "object_key": "object key",
+}
+
+
+def findings_table_html(
+    df: pd.DataFrame, *, columns: Iterable[str] = TABLE_COLUMNS, max_rows: int = 200, caption: str = ""
+) -> str:
+    """An HTML table of findings (escaped; bytes and ages human-readable), at most ``max_rows`` rows."""
+    cols = [c for c in columns if c in df.columns]
+    head = "".join(f"<th>{_html.escape(_HEADERS.get(c, c))}</th>" for c in cols)
+    shown = df.head(max_rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_cell(c, v)}</td>" for c, v in zip(cols, row, strict=True)) + "</tr>"
+        for row in shown[cols].itertuples(index=False, name=None)
+    )
+    if df.empty:
+        body = f'<tr><td colspan="{len(cols)}"><i>no findings</i></td></tr>'
+    note = ""
+    if len(df) > max_rows:
+        note = f"<p><i>showing {max_rows} of {len(df)} findings</i></p>"
+    cap = f"<caption>{_html.escape(caption)}</caption>" if caption else ""
+    style = "border-collapse:collapse;font-size:12px;font-family:monospace;white-space:nowrap"
+    return (
+        f'<div style="max-height:480px;overflow:auto"><table class="ledgerlens-findings" style="{style}">'
+        f"{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{note}"
+    )
+
+
+def summary_markdown(summary: Mapping[str, Any]) -> str:
+    """A short markdown summary of an audit run's ``summary`` dict."""
+    total = summary.get("total_findings", 0)
+    sev = summary.get("counts_by_severity", {}) or {}
+    lines = [f"**{total} findings**: " + ", ".join(f"{sev.get(s, 0)} {s}" for s in SEVERITY_ORDER)]
+    kinds = summary.get("counts_by_kind", {}) or {}
+    bytes_by_kind = summary.get("bytes_by_kind", {}) or {}
+    if kinds:
+        lines += ["", "| kind | findings | bytes |", "|---|---:|---:|"]
+        for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"| `{kind}` | {n} | {human_bytes(bytes_by_kind.get(kind) or 0)} |")
+    dropped = {k: v for k, v in (summary.get("dropped_on_reverify") or {}).items() if v}
+    if dropped:
+        lines += [
+            "",
+            "Dropped on re-verification: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items())),
+        ]
+    timings = summary.get("timings") or {}
+    if timings:
+        lines += ["", "Timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())]
+    return "\n".join(lines)
+
+
+def error_html(error: BaseException) -> str:
+    """A readable HTML block for an error shown in a notebook (no traceback)."""
+    return (
+        '<div style="border-left:4px solid #c0392b;padding:6px 10px;background:#fdf2f2">'
+        f"<b>{_html.escape(type(error).__name__)}</b>: {_html.escape(str(error))}</div>"
+    )
+
+
+# --- inputs shared by the CLI and the runbook ----------------------------------------------------------
+
+
+def audit_inputs(
+    zookeeper: str,
+    *,
+    s3_endpoint: str = "",
+    bucket: str = "",
+    min_orphan_age: str = "24h",
+    as_of: str = "",
+    ledgers_root: str = "/ledgers",
+) -> tuple[ZooKeeperSource, S3Source | None, AuditConfig]:
+    """Sources and audit settings from the runbook parameters / CLI options (strings, as typed).
+
+    Empty ``bucket``: no S3 inventory (offload rules do not run). Empty ``as_of``: now.
+    """
+    if s3_endpoint and not bucket:
+        raise ConfigError("s3 endpoint given without a bucket: name the tiered-storage bucket to audit")
+    if not zookeeper:
+        raise ConfigError("no ZooKeeper connect string given (host:port[,host:port][/chroot])")
+    zk = ZooKeeperSource(hosts=zookeeper, ledgers_root=ledgers_root or "/ledgers")
+    s3 = S3Source(bucket=bucket, endpoint_url=s3_endpoint or None) if bucket else None
+    kwargs: dict[str, Any] = {"min_orphan_age_s": parse_duration(min_orphan_age)}
+    if as_of:
+        kwargs["as_of_ms"] = parse_time_ms(as_of)
+    return zk, s3, AuditConfig(**kwargs)
+
+
+def live_kernel() -> bool:
+    """True inside an IPython kernel that is not driven by papermill (widgets have a front end)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover
+        return False
+    shell = get_ipython()
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return False
+    try:
+        parent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return True
+    return b"papermill" not in parent
+
+
+# --- recording results in the output notebook ---------------------------------------------------------
+
+
+def record(name: str, value: Any) -> None:
+    """Display ``value`` (JSON-able) as an ``application/json`` output tagged ``{"ledgerlens": name}``.
+
+    Called from a notebook; papermill keeps the output in the executed notebook, where
+    ``read_recorded`` finds it again.
+    """
+    from IPython.display import display
+
+    data = json.loads(json.dumps(value, default=str))
+    display({"application/json": data}, raw=True, metadata={"application/json": {RECORD_KEY: name}})
+
+
+def read_recorded(nb_path: str | Path, name: str = "summary") -> Any:
+    """The value a notebook recorded under ``name`` (the last one, when recorded more than once)."""
+    import nbformat
+
+    nb = nbformat.read(str(nb_path), as_version=4)
+    found: list[Any] = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            meta = output.get("metadata", {})
+            tag = (meta.get("application/json") or {}).get(RECORD_KEY, meta.get(RECORD_KEY))
+            if tag == name and "application/json" in data:
+                value = data["application/json"]
+                found.append(json.loads(value) if isinstance(value, str) else value)
+    if not found:
+        raise ReportError(f"{nb_path}: no output recorded as {name!r} (did the notebook run to the end?)")
+    return found[-1]
+
+
+# --- secrets ---------------------------------------------------------------------------------------
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Name -> value of every secret-looking environment variable worth looking for."""
+    env = os.environ if env is None else env
+    return {
+        k: v
+        for k, v in env.items()
+        if (k in _SECRET_NAMES or any(word in k.upper() for word in _SECRET_WORDS))
+        and v
+        and len(v.strip()) >= _MIN_SECRET_LEN
+    }
+
+
+def check_no_secrets(text: str, where: str, env: Mapping[str, str] | None = None) -> None:
+    """Raise ``SecretLeakError`` naming the variable (never its value) if a secret appears in ``text``."""
+    leaked = sorted(k for k, v in secret_values(env).items() if v in text)
+    if leaked:
+        raise SecretLeakError(
+            f"{where}: contains the value of environment variable(s) {', '.join(leaked)}; "
+            "refusing to publish it (credentials must come from the environment, never be printed)"
+        )
+
+
+# --- papermill and nbconvert -----------------------------------------------------------------------
+
+
+def execute_runbook(
+    notebook: str | Path,
+    output: str | Path,
+    parameters: Mapping[str, Any],
+    *,
+    kernel_name: str | None = None,
+    cwd: str | Path | None = None,
+) -> Path:
+    """Execute ``notebook`` with papermill into ``output``; returns ``output``.
+
+    ``kernel_name`` defaults to the notebook's own kernelspec (``python3``: the running environment's
+    ipykernel). A failing cell raises ``ReportError`` naming the cell and the error; the partly
+    executed notebook is kept at ``output`` for inspection.
+    """
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    check_no_secrets(json.dumps(dict(parameters), default=str), "runbook parameters")
+    try:
+        pm.execute_notebook(
+            str(notebook),
+            str(output),
+            parameters=dict(parameters),
+            kernel_name=kernel_name,
+            progress_bar=False,
+            cwd=str(cwd) if cwd is not None else None,
+        )
+    except PapermillExecutionError as e:
+        raise ReportError(
+            f"{notebook}: cell {e.exec_count} failed: {e.ename}: {e.evalue} (executed notebook: {output})"
+        ) from e
+    check_no_secrets(output.read_text(encoding="utf-8"), str(output))
+    return output
+
+
+# Blocks of nbconvert's ``lab`` template that load scripts from public CDNs: the report must open
+# offline (figures embed plotly.js themselves) and must not phone home.
+_OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{% block jupyter_widgets %}{% endblock jupyter_widgets %}
+"""
+_EXTERNAL_SCRIPT = re.compile(r"""<script\b[^>]*\bsrc\s*=\s*["']?(?:https?:)?//[^>]*>\s*</script>""", re.I)
+
+
+def external_scripts(html: str) -> list[str]:
+    """Every ``<script src=...>`` tag that loads from the network."""
+    return _EXTERNAL_SCRIPT.findall(html)
+
+
+def to_html(notebook: str | Path, html: str | Path, *, exclude_input: bool = True, title: str = "") -> Path:
+    """Convert an executed notebook into one self-contained HTML file; returns ``html``.
+
+    Figures must have been rendered with plotly's ``notebook`` renderer (plotly.js inlined once).
+    Scripts from CDNs (require.js, MathJax, mermaid, widget manager) are left out, widget state is
+    dropped (widgets need a live kernel), and code cells are hidden unless ``exclude_input=False``.
+    Raises ``SecretLeakError`` if a secret's value is in the notebook or the HTML.
+    """
+    import nbformat
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+
+    notebook, html = Path(notebook), Path(html)
+    text = notebook.read_text(encoding="utf-8")
+    check_no_secrets(text, str(notebook))
+    nb = nbformat.reads(text, as_version=4)
+    nb.metadata.pop("widgets", None)
+    if title:
+        nb.metadata["title"] = title
+    exporter = HTMLExporter(
+        extra_loaders=[DictLoader({"ledgerlens_report.html.j2": _OFFLINE_TEMPLATE})],
+        template_file="ledgerlens_report.html.j2",
+        exclude_input=exclude_input,
+        exclude_input_prompt=exclude_input,
+        exclude_output_prompt=exclude_input,
+    )
+    with warnings.catch_warnings():  # recorded application/json outputs have no HTML form, on purpose
+        warnings.filterwarnings("ignore", message=".*is not able to be represented", category=UserWarning)
+        body, _resources = exporter.from_notebook_node(
+            nb, resources={"metadata": {"name": title or notebook.stem}}
+        )
+    body = _EXTERNAL_SCRIPT.sub("", body)
+    check_no_secrets(body, str(html))
+    html.parent.mkdir(parents=True, exist_ok=True)
+    html.write_text(body, encoding="utf-8")
+    return html

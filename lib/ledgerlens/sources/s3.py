@@ -1,0 +1,153 @@
+"""List the tiered-storage bucket: one OFFLOAD_OBJECTS row per offload data or index object.
+
+Offload keys start with a UUID, so the key space splits into 16 hex prefixes (``0``..``f``), one
+paginated listing each (a Spark task per prefix). Keys outside those prefixes are listed by three
+range items so that every key is seen; keys that are not offload objects are counted, not rowed.
+The boto3 client takes credentials from the standard chain; only endpoint and region are settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ledgerlens.config import S3Source
+from ledgerlens.errors import SourceError
+from ledgerlens.formats.offload import parse_offload_key
+
+__all__ = [
+    "HEX_PREFIXES",
+    "ListStats",
+    "WorkItem",
+    "check_bucket",
+    "head_user_metadata",
+    "list_offload_objects",
+    "make_client",
+    "work_items",
+]
+
+HEX_PREFIXES = tuple("0123456789abcdef")
+_MAX = "\U0010ffff"
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One listing: keys with ``prefix``, or keys in ``(start_after, end_before)`` when prefix is None."""
+
+    prefix: str | None = None
+    start_after: str | None = None
+    end_before: str | None = None
+
+    def describe(self) -> str:
+        if self.prefix is not None:
+            return f"prefix {self.prefix!r}"
+        return f"range ({self.start_after!r}, {self.end_before!r})"
+
+
+def work_items() -> list[WorkItem]:
+    """The 16 hex prefixes plus the ranges before ``0``, between ``9`` and ``a``, and after ``f``."""
+    items = [WorkItem(prefix=p) for p in HEX_PREFIXES]
+    items += [
+        WorkItem(start_after=None, end_before="0"),
+        WorkItem(start_after="9" + _MAX, end_before="a"),
+        WorkItem(start_after="f" + _MAX, end_before=None),
+    ]
+    return items
+
+
+@dataclass
+class ListStats:
+    """Counters of a listing."""
+
+    keys: int = 0
+    objects: int = 0
+    not_offload: int = 0
+
+
+def make_client(source: S3Source) -> Any:
+    """A boto3 S3 client for ``source`` (credentials from boto3's standard chain)."""
+    return boto3.client(
+        "s3",
+        endpoint_url=source.endpoint_url,
+        region_name=source.region,
+        config=Config(
+            retries={"max_attempts": 8, "mode": "adaptive"}, max_pool_connections=source.max_in_flight
+        ),
+    )
+
+
+def _where(source: S3Source) -> str:
+    return f"s3 {source.endpoint_url or 'aws'} bucket {source.bucket}"
+
+
+def check_bucket(client: Any, source: S3Source) -> None:
+    """Raise :class:`SourceError` naming the server when the bucket cannot be reached."""
+    try:
+        client.head_bucket(Bucket=source.bucket)
+    except (ClientError, BotoCoreError) as e:
+        raise SourceError(_where(source), f"cannot access the bucket: {e}") from e
+
+
+def list_offload_objects(
+    client: Any, bucket: str, items: Iterable[WorkItem | str] | None = None, *, stats: ListStats | None = None
+) -> Iterator[dict[str, Any]]:
+    """OFFLOAD_OBJECTS rows for the keys of ``items`` (prefix strings or :class:`WorkItem`).
+
+    ``items`` defaults to :func:`work_items` (the whole bucket). Keys that are not offload data or
+    index objects are counted in ``stats.not_offload``.
+    """
+    stats = stats if stats is not None else ListStats()
+    paginator = client.get_paginator("list_objects_v2")
+    for item in work_items() if items is None else items:
+        w = WorkItem(prefix=item) if isinstance(item, str) else item
+        kwargs: dict[str, Any] = {"Bucket": bucket, "PaginationConfig": {"PageSize": 1000}}
+        if w.prefix is not None:
+            kwargs["Prefix"] = w.prefix
+        if w.start_after is not None:
+            kwargs["StartAfter"] = w.start_after
+        try:
+            for page in paginator.paginate(**kwargs):
+                stop = False
+                for obj in page.get("Contents", ()):
+                    key = obj["Key"]
+                    if w.end_before is not None and key >= w.end_before:
+                        stop = True
+                        break
+                    stats.keys += 1
+                    parsed = parse_offload_key(key)
+                    if parsed is None:
+                        stats.not_offload += 1
+                        continue
+                    stats.objects += 1
+                    yield {
+                        "bucket": bucket,
+                        "key": key,
+                        "size": obj.get("Size"),
+                        "last_modified_ms": int(obj["LastModified"].timestamp() * 1000),
+                        "uuid": parsed.uuid,
+                        "ledger_id": parsed.ledger_id,
+                        "role": parsed.role,
+                        "layout": parsed.layout,
+                    }
+                if stop:
+                    break
+        except (ClientError, BotoCoreError) as e:
+            raise SourceError(f"s3 bucket {bucket}", f"listing {w.describe()} failed: {e}") from e
+
+
+def head_user_metadata(client: Any, bucket: str, key: str) -> dict[str, str] | None:
+    """The object's user metadata (lower-cased keys), or None when the object does not exist."""
+    try:
+        resp = client.head_object(Bucket=bucket, Key=key)
+    except ClientError as e:
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in ("404", "NoSuchKey", "NotFound") or status == 404:
+            return None
+        raise SourceError(f"s3 bucket {bucket}", f"HEAD {key} failed: {e}") from e
+    return {k.lower(): v for k, v in resp.get("Metadata", {}).items()}

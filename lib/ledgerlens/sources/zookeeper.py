@@ -1,0 +1,782 @@
+"""Read ZooKeeper metadata fast and gently: pipelined kazoo reads, bounded and rate limited.
+
+A :class:`PipelinedReader` keeps up to ``max_in_flight`` asynchronous reads outstanding on one
+kazoo session and never issues more than ``rate_limit`` reads per second (a token bucket), because
+sequential reads are client-bound (NOTES.md) and unthrottled bulk reads expire sessions. The
+scanners walk one part of the key space (the work item of one Spark task), decode every node with
+the ``ledgerlens.formats`` readers and yield plain dict rows of the inventory schemas
+(``ledgerlens.schemas``). A node that does not decode or cannot be read becomes one row with
+``error`` and ``path`` set; a node that vanished between listing and reading is skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.protocol.states import ZnodeStat
+
+from ledgerlens.errors import DecodeError, SourceError
+from ledgerlens.formats.bookkeeper import decode_ledger_metadata
+from ledgerlens.formats.managed_ledger import decode_cursor, decode_managed_ledger
+from ledgerlens.formats.names import decode_component, parse_managed_ledger
+from ledgerlens.formats.paths import is_ledger_level1, is_special_znode, ledger_id_from_path
+from ledgerlens.formats.policies import decode_namespace_policies
+from ledgerlens.formats.schema import decode_schema_locator
+
+__all__ = [
+    "NodeRead",
+    "PipelinedReader",
+    "RateLimiter",
+    "ScanStats",
+    "connect",
+    "scan_ledgers",
+    "scan_managed_ledgers",
+    "scan_policies",
+    "scan_schemas",
+]
+
+# Errors worth retrying on the same path: the session or connection hiccupped, the node is fine.
+_TRANSIENT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, ConnectionClosedError)
+_RETRIES = 5
+_LEAF = re.compile(r"L\d+")
+
+
+def connect(hosts: str, *, timeout_s: float = 30.0) -> KazooClient:
+    """A started read-only kazoo client, or :class:`SourceError` naming the server."""
+    client = KazooClient(hosts=hosts, timeout=timeout_s, read_only=True)
+    try:
+        client.start(timeout=timeout_s)
+    except Exception as e:  # KazooTimeoutError, socket errors, bad host strings
+        client.close()
+        raise SourceError(f"zookeeper {hosts}", f"cannot connect: {type(e).__name__}: {e}") from e
+    return client
+
+
+class RateLimiter:
+    """Token bucket: on average at most ``rate`` operations per second, bursts up to ``burst``.
+
+    ``rate`` of ``None`` or ``<= 0`` disables the limit.
+    """
+
+    def __init__(self, rate: float | None, burst: float | None = None) -> None:
+        self.rate = rate if rate and rate > 0 else None
+        self.burst = burst if burst is not None else max(1.0, (self.rate or 0.0) / 20)  # 50 ms of work
+        self._tokens = self.burst
+        self._last = time.monotonic()
+
+    def acquire(self, n: int = 1) -> None:
+        """Block until ``n`` tokens are available, then take them."""
+        if self.rate is None:
+            return
+        while True:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            if self._tokens >= n:
+                self._tokens -= n
+                return
+            time.sleep((n - self._tokens) / self.rate)
+
+
+@dataclass(slots=True)
+class NodeRead:
+    """The outcome of reading one znode: data and stat and/or children, or the error."""
+
+    path: str
+    data: bytes | None = None
+    stat: ZnodeStat | None = None
+    children: list[str] | None = None
+    error: Exception | None = None
+
+
+@dataclass
+class ScanStats:
+    """Counters a scan keeps beside its rows (reads, vanished nodes, skipped znodes, errors)."""
+
+    reads: int = 0
+    vanished: int = 0
+    skipped: int = 0
+    errors: int = 0
+    retries: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "reads": self.reads,
+            "vanished": self.vanished,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "retries": self.retries,
+        }
+
+
+@dataclass
+class _Pending:
+    path: str
+    ops: list[Any]  # IAsyncResult, one per requested operation (data, children)
+    want_data: bool
+    want_children: bool
+    left: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class PipelinedReader:
+    """Pipelined ``get_async`` / ``get_children_async`` over one kazoo client.
+
+    At most ``max_in_flight`` operations are outstanding and at most ``rate_limit`` are issued per
+    second. Results come back in input order (``ordered=True``; ZooKeeper answers a session in
+    order, so this costs nothing) or as completed. A node that no longer exists is skipped
+    (counted in ``stats.vanished``); connection hiccups are retried; any other error (``NoAuth``
+    included) is returned in :attr:`NodeRead.error`.
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        *,
+        max_in_flight: int = 200,
+        rate_limit: float | None = None,
+        stats: ScanStats | None = None,
+    ) -> None:
+        self.client = client
+        self.max_in_flight = max(1, int(max_in_flight))
+        self.limiter = RateLimiter(rate_limit)
+        self.stats = stats if stats is not None else ScanStats()
+
+    # -- public API ----------------------------------------------------------------------------
+    def get(self, paths: Iterable[str], *, ordered: bool = True) -> Iterator[NodeRead]:
+        """Data and stat of every path."""
+        return self.read(paths, data=True, children=False, ordered=ordered)
+
+    def children(self, paths: Iterable[str], *, ordered: bool = True) -> Iterator[NodeRead]:
+        """Children of every path."""
+        return self.read(paths, data=False, children=True, ordered=ordered)
+
+    def read(
+        self, paths: Iterable[str], *, data: bool = True, children: bool = False, ordered: bool = True
+    ) -> Iterator[NodeRead]:
+        """Data and/or children of every path, pipelined."""
+        if ordered:
+            return self._ordered(paths, data, children)
+        return self._as_completed(paths, data, children)
+
+    # -- engine --------------------------------------------------------------------------------
+    def _submit(self, path: str, want_data: bool, want_children: bool) -> _Pending:
+        k = int(want_data) + int(want_children)
+        self.limiter.acquire(k)
+        ops = []
+        if want_data:
+            ops.append(self.client.get_async(path))
+        if want_children:
+            ops.append(self.client.get_children_async(path))
+        self.stats.reads += k
+        return _Pending(path, ops, want_data, want_children, left=k)
+
+    def _finish(self, p: _Pending) -> NodeRead | None:
+        out = NodeRead(p.path)
+        i = 0
+        for kind, wanted in (("data", p.want_data), ("children", p.want_children)):
+            if not wanted:
+                continue
+            op = p.ops[i]
+            i += 1
+            try:
+                value = op.get()
+            except NoNodeError:
+                self.stats.vanished += 1
+                return None
+            except _TRANSIENT:
+                try:
+                    value = self._retry(p.path, kind)
+                except NoNodeError:
+                    self.stats.vanished += 1
+                    return None
+                except Exception as e:  # noqa: BLE001 - captured per path
+                    out.error = e
+                    continue
+            except Exception as e:  # noqa: BLE001 - NoAuthError and friends, captured per path
+                out.error = e
+                continue
+            if kind == "data":
+                out.data, out.stat = value
+            else:
+                out.children = list(value)
+        return out
+
+    def _retry(self, path: str, kind: str) -> Any:
+        """Re-read one path synchronously after a connection hiccup; SourceError when it persists."""
+        delay = 0.1
+        for attempt in range(_RETRIES):
+            self.stats.retries += 1
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            try:
+                self.limiter.acquire(1)
+                return self.client.get(path) if kind == "data" else self.client.get_children(path)
+            except _TRANSIENT as e:
+                if attempt == _RETRIES - 1:
+                    raise SourceError(
+                        f"zookeeper {self.client.hosts}",
+                        f"{path}: {type(e).__name__} after {_RETRIES} retries",
+                    ) from e
+        raise AssertionError("unreachable")
+
+    def _ordered(self, paths: Iterable[str], want_data: bool, want_children: bool) -> Iterator[NodeRead]:
+        window = deque[_Pending]()
+        in_flight = 0
+        k = int(want_data) + int(want_children)
+        for path in paths:
+            while window and in_flight + k > self.max_in_flight:
+                p = window.popleft()
+                in_flight -= len(p.ops)
+                r = self._finish(p)
+                if r is not None:
+                    yield r
+            window.append(self._submit(path, want_data, want_children))
+            in_flight += k
+        while window:
+            r = self._finish(window.popleft())
+            if r is not None:
+                yield r
+
+    def _as_completed(self, paths: Iterable[str], want_data: bool, want_children: bool) -> Iterator[NodeRead]:
+        import queue
+
+        done: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
+        in_flight = 0
+        k = int(want_data) + int(want_children)
+
+        def on_done(p: _Pending) -> Any:
+            def cb(_result: Any) -> None:
+                with p.lock:
+                    p.left -= 1
+                    last = p.left == 0
+                if last:
+                    done.put(p)
+
+            return cb
+
+        for path in paths:
+            while in_flight and in_flight + k > self.max_in_flight:
+                p = done.get()
+                in_flight -= len(p.ops)
+                r = self._finish(p)
+                if r is not None:
+                    yield r
+            p = self._submit(path, want_data, want_children)
+            in_flight += k
+            cb = on_done(p)
+            for op in p.ops:
+                op.rawlink(cb)
+        while in_flight:
+            p = done.get()
+            in_flight -= len(p.ops)
+            r = self._finish(p)
+            if r is not None:
+                yield r
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _join(*parts: str) -> str:
+    return "/" + "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+def _error_text(e: BaseException) -> str:
+    if isinstance(e, DecodeError):
+        return str(e)
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+def _stat_times(stat: ZnodeStat | None) -> dict[str, Any]:
+    if stat is None:
+        return {}
+    return {"znode_ctime_ms": stat.ctime, "znode_mtime_ms": stat.mtime, "znode_version": stat.version}
+
+
+def _enum_name(v: Any) -> str | None:
+    if v is None:
+        return None
+    name = getattr(v, "name", None)
+    return name if isinstance(name, str) else str(v)
+
+
+# -- /ledgers ----------------------------------------------------------------------------------
+# FORMATS.md section 4: Pulsar's custom metadata keys -> bk_ledgers columns.
+CUSTOM_METADATA_COLUMNS = {
+    "application": "application",
+    "component": "component",
+    "pulsar/managed-ledger": "managed_ledger",
+    "pulsar/cursor": "cursor",
+    "pulsar/schemaId": "schema_id",
+    "pulsar/compactedTopic": "compacted_topic",
+    "pulsar/delayedIndexBucketKey": "bucket_key",
+    "pulsar/delayedIndexTopic": "delayed_topic",
+    "pulsar/delayedIndexCursor": "delayed_cursor",
+}
+
+
+def _walk_ledger_leaves(
+    reader: PipelinedReader, root: str, prefixes: Iterable[str], errors: list[dict[str, Any]]
+) -> Iterator[str]:
+    """Leaf paths ``.../L<digits>`` under ``root/<prefix>``, listed level by level (pipelined)."""
+    frontier: list[str] = []
+    for prefix in prefixes:
+        first = prefix.strip("/").split("/", 1)[0]
+        if is_special_znode(first) or not is_ledger_level1(first):
+            reader.stats.skipped += 1
+            continue
+        frontier.append(_join(root, prefix))
+    while frontier:
+        deeper: list[str] = []
+        for r in reader.children(frontier):
+            if r.error is not None:
+                errors.append({"path": r.path, "error": f"cannot list: {_error_text(r.error)}"})
+                continue
+            for name in sorted(r.children or ()):
+                if _LEAF.fullmatch(name):
+                    yield f"{r.path}/{name}"
+                elif name.isdigit():
+                    deeper.append(f"{r.path}/{name}")
+                else:
+                    reader.stats.skipped += 1
+        frontier = deeper
+
+
+def ledger_row(path: str, root: str, data: bytes | None, stat: ZnodeStat | None) -> dict[str, Any]:
+    """One BK_LEDGERS row from a ledger znode's bytes and stat (decode errors become ``error``)."""
+    row: dict[str, Any] = {"path": path, **_stat_times(stat)}
+    try:
+        row["ledger_id"] = ledger_id_from_path(path, root)
+        md = decode_ledger_metadata(data or b"", path=path)
+    except Exception as e:  # noqa: BLE001 - DecodeError, or a decoder bug: keep the row, name the path
+        row["error"] = _error_text(e)
+        return row
+    custom = md.custom_text()
+    row.update(
+        format_version=md.format_version,
+        state=_enum_name(md.state),
+        ensemble_size=md.ensemble_size,
+        write_quorum=md.write_quorum,
+        ack_quorum=md.ack_quorum,
+        length=md.length,
+        last_entry_id=md.last_entry_id,
+        ctime_ms=md.ctime_ms if md.ctime_ms is not None else (stat.ctime if stat else None),
+        digest_type=_enum_name(md.digest_type),
+        bookies=list(md.bookies),
+        custom_metadata=custom,
+    )
+    for key, column in CUSTOM_METADATA_COLUMNS.items():
+        if key in custom:
+            row[column] = custom[key]
+    return row
+
+
+def scan_ledgers(
+    client: KazooClient | PipelinedReader, root: str, level1_names: Iterable[str]
+) -> Iterator[dict[str, Any]]:
+    """BK_LEDGERS rows for every ledger under ``root/<name>`` for each name.
+
+    ``level1_names`` are level-1 node names (``00``, ``000``) or deeper prefixes of them
+    (``00/0001``): the driver splits the key space that way. Short (2-digit) and long (3-digit)
+    layouts are both walked to their ``L<digits>`` leaves; BookKeeper's special znodes are skipped.
+    """
+    reader = client if isinstance(client, PipelinedReader) else PipelinedReader(client)
+    errors: list[dict[str, Any]] = []
+    for r in reader.get(_walk_ledger_leaves(reader, root, level1_names, errors)):
+        if r.error is not None:
+            row = {"path": r.path, "error": _error_text(r.error)}
+            try:
+                row["ledger_id"] = ledger_id_from_path(r.path, root)
+            except Exception:  # noqa: BLE001
+                pass
+            reader.stats.errors += 1
+            yield row
+            continue
+        row = ledger_row(r.path, root, r.data, r.stat)
+        if row.get("error"):
+            reader.stats.errors += 1
+        yield row
+    for row in errors:
+        reader.stats.errors += 1
+        yield row
+
+
+# -- /managed-ledgers --------------------------------------------------------------------------
+MANAGED_LEDGERS_T, ML_LEDGERS_T, CURSORS_T = "managed_ledgers", "ml_ledgers", "cursors"
+_DOMAINS = ("persistent",)
+
+
+def _name_columns(ml_name: str) -> dict[str, Any]:
+    try:
+        n = parse_managed_ledger(ml_name)
+    except Exception:  # noqa: BLE001 - an odd name still gets a row; tenant/namespace from the path
+        parts = ml_name.split("/")
+        ns = "/".join(parts[: parts.index("persistent")]) if "persistent" in parts else None
+        return {"tenant": parts[0] if parts else None, "namespace": ns, "topic": None}
+    return {"tenant": n.tenant, "namespace": n.namespace, "topic": n.topic}
+
+
+def _find_managed_ledgers(
+    reader: PipelinedReader, root: str, prefixes: Iterable[str], errors: list[tuple[str, dict[str, Any]]]
+) -> list[str]:
+    """ML names under the namespace prefixes (v2 ``t/ns/persistent/x``, v1 ``t/c/ns/persistent/x``)."""
+
+    def fail(prefix: str, r: NodeRead) -> None:
+        row = {"managed_ledger": prefix, "path": r.path, "error": f"cannot list: {_error_text(r.error)}"}
+        row.update(_name_columns(prefix + "/persistent/x"))
+        row["topic"] = None
+        errors.append((MANAGED_LEDGERS_T, row))
+
+    rel = {_join(root, p): p.strip("/") for p in prefixes}
+    domain_nodes: list[str] = []  # t/ns/persistent
+    v1_namespaces: list[str] = []  # t/c/ns
+    for r in reader.children(list(rel)):
+        prefix = rel[r.path]
+        if r.error is not None:
+            fail(prefix, r)
+            continue
+        for name in sorted(r.children or ()):
+            if name in _DOMAINS:
+                domain_nodes.append(f"{prefix}/{name}")
+            elif name != "non-persistent":
+                v1_namespaces.append(f"{prefix}/{name}")
+    if v1_namespaces:
+        rel1 = {_join(root, p): p for p in v1_namespaces}
+        for r in reader.children(list(rel1)):
+            if r.error is not None:
+                fail(rel1[r.path], r)
+                continue
+            domain_nodes.extend(f"{rel1[r.path]}/{d}" for d in sorted(r.children or ()) if d in _DOMAINS)
+    names: list[str] = []
+    reld = {_join(root, p): p for p in domain_nodes}
+    for r in reader.children(list(reld)):
+        if r.error is not None:
+            fail(reld[r.path].rsplit("/", 1)[0], r)
+            continue
+        names.extend(f"{reld[r.path]}/{t}" for t in sorted(r.children or ()))
+    return names
+
+
+def managed_ledger_rows(
+    ml_name: str, path: str, data: bytes | None, stat: ZnodeStat | None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The MANAGED_LEDGERS row and the ML_LEDGERS rows of one ML node."""
+    names = _name_columns(ml_name)
+    row: dict[str, Any] = {"managed_ledger": ml_name, "path": path, **names, **_stat_times(stat)}
+    try:
+        ml = decode_managed_ledger(data or b"", path=path)
+    except Exception as e:  # noqa: BLE001
+        row["error"] = _error_text(e)
+        yield MANAGED_LEDGERS_T, row
+        return
+    ledgers = ml.ledgers
+    row.update(
+        compression=_enum_name(ml.compression),
+        ledger_count=len(ledgers),
+        total_size=sum(li.size or 0 for li in ledgers),
+        total_entries=sum(li.entries or 0 for li in ledgers),
+        last_ledger_id=ledgers[-1].ledger_id if ledgers else None,
+        terminated=bool(ml.terminated),
+        properties=dict(ml.properties),
+    )
+    yield MANAGED_LEDGERS_T, row
+    base = {"managed_ledger": ml_name, "tenant": names["tenant"], "namespace": names["namespace"]}
+    last = len(ledgers) - 1
+    for i, li in enumerate(ledgers):
+        lr = dict(
+            base,
+            ledger_id=li.ledger_id,
+            position=i,
+            is_last=i == last,
+            entries=li.entries,
+            size=li.size,
+            timestamp_ms=li.timestamp_ms,
+            properties=dict(li.properties),
+        )
+        off = li.offload
+        if off is not None:
+            lr.update(
+                offload_uuid=off.uuid,
+                offload_complete=off.complete,
+                offload_bookkeeper_deleted=off.bookkeeper_deleted,
+                offload_timestamp_ms=off.timestamp_ms,
+                offload_driver=off.driver,
+                offload_bucket=off.bucket,
+                offload_segments=[
+                    {
+                        "uuid": s.uuid,
+                        "complete": s.complete,
+                        "end_entry_id": s.end_entry_id,
+                        "assigned_ms": s.assigned_ms,
+                        "offloaded_ms": s.offloaded_ms,
+                    }
+                    for s in off.segments
+                ],
+            )
+        yield ML_LEDGERS_T, lr
+
+
+def cursor_row(
+    ml_name: str, node: str, path: str, data: bytes | None, stat: ZnodeStat | None
+) -> dict[str, Any]:
+    """One CURSORS row from a cursor znode (``node`` is its URL-encoded name)."""
+    names = _name_columns(ml_name)
+    row: dict[str, Any] = {
+        "managed_ledger": ml_name,
+        "tenant": names["tenant"],
+        "namespace": names["namespace"],
+        "cursor_node": node,
+        "path": path,
+        **_stat_times(stat),
+    }
+    try:
+        row["cursor"] = decode_component(node)
+    except Exception:  # noqa: BLE001 - keep the raw name
+        row["cursor"] = node
+    try:
+        c = decode_cursor(data or b"", path=path)
+    except Exception as e:  # noqa: BLE001
+        row["error"] = _error_text(e)
+        return row
+    row.update(
+        compression=_enum_name(c.compression),
+        cursors_ledger_id=c.cursors_ledger_id,
+        mark_delete_ledger_id=c.mark_delete_ledger_id,
+        mark_delete_entry_id=c.mark_delete_entry_id,
+        last_active_ms=c.last_active_ms,
+        properties=dict(c.properties),
+        cursor_properties=dict(c.cursor_properties),
+        individual_deleted_ranges=c.individual_deleted_ranges,
+    )
+    return row
+
+
+def scan_managed_ledgers(
+    client: KazooClient | PipelinedReader, root: str, namespace_prefixes: Iterable[str]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(table, row)`` pairs for MANAGED_LEDGERS, ML_LEDGERS and CURSORS under the prefixes.
+
+    ``namespace_prefixes`` are ``tenant/ns`` (v2) or ``tenant/cluster`` (v1) paths relative to
+    ``root``. Each ML node is read with its children (the cursors), then every cursor node.
+    A subtree that cannot be listed gives one MANAGED_LEDGERS error row whose ``managed_ledger``
+    is the subtree prefix; a cursor list that cannot be read gives one CURSORS error row.
+    """
+    reader = client if isinstance(client, PipelinedReader) else PipelinedReader(client)
+    errors: list[tuple[str, dict[str, Any]]] = []
+    names = _find_managed_ledgers(reader, root, namespace_prefixes, errors)
+    by_path = {_join(root, n): n for n in names}
+    cursor_nodes: list[tuple[str, str]] = []  # (ml name, cursor node name)
+    for r in reader.read(list(by_path), data=True, children=True):
+        ml_name = by_path[r.path]
+        if r.error is not None and r.data is None:
+            reader.stats.errors += 1
+            row = {"managed_ledger": ml_name, "path": r.path, "error": _error_text(r.error)}
+            row.update(_stat_times(r.stat), **_name_columns(ml_name))
+            yield MANAGED_LEDGERS_T, row
+            continue
+        for table, row in managed_ledger_rows(ml_name, r.path, r.data, r.stat):
+            if row.get("error"):
+                reader.stats.errors += 1
+            yield table, row
+        if r.children is None:  # data read, children not: the cursors of this ML are unknown
+            reader.stats.errors += 1
+            names_ = _name_columns(ml_name)
+            yield (
+                CURSORS_T,
+                {
+                    "managed_ledger": ml_name,
+                    "tenant": names_["tenant"],
+                    "namespace": names_["namespace"],
+                    "path": r.path,
+                    "error": f"cannot list cursors: {_error_text(r.error or Exception('unknown'))}",
+                },
+            )
+            continue
+        cursor_nodes.extend((ml_name, c) for c in sorted(r.children))
+    cpaths = {_join(root, ml, c): (ml, c) for ml, c in cursor_nodes}
+    for r in reader.get(list(cpaths)):
+        ml_name, node = cpaths[r.path]
+        if r.error is not None:
+            reader.stats.errors += 1
+            row = cursor_row(ml_name, node, r.path, None, None)
+            row["error"] = _error_text(r.error)
+            yield CURSORS_T, row
+            continue
+        row = cursor_row(ml_name, node, r.path, r.data, r.stat)
+        if row.get("error"):
+            reader.stats.errors += 1
+        yield CURSORS_T, row
+    for item in errors:
+        reader.stats.errors += 1
+        yield item
+
+
+# -- /schemas ----------------------------------------------------------------------------------
+def schema_rows(
+    schema_id: str, path: str, data: bytes | None, stat: ZnodeStat | None
+) -> list[dict[str, Any]]:
+    """SCHEMA_LEDGERS rows of one locator: one per index entry, plus ``info`` if not in the index."""
+    parts = schema_id.split("/")
+    base: dict[str, Any] = {
+        "schema_id": schema_id,
+        "path": path,
+        "tenant": parts[0],
+        "namespace": "/".join(parts[:2]) if len(parts) >= 2 else None,
+        "znode_mtime_ms": stat.mtime if stat else None,
+    }
+    try:
+        loc = decode_schema_locator(data or b"", path=path)
+    except Exception as e:  # noqa: BLE001
+        return [dict(base, error=_error_text(e))]
+    latest = loc.latest
+    rows = []
+    seen = set()
+    for e in loc.index:
+        key = (e.version, e.ledger_id, e.entry_id)
+        seen.add(key)
+        rows.append(
+            dict(
+                base,
+                version=e.version,
+                ledger_id=e.ledger_id,
+                entry_id=e.entry_id,
+                is_latest=latest is not None and e.version == latest.version,
+            )
+        )
+    if latest is not None and (latest.version, latest.ledger_id, latest.entry_id) not in seen:
+        rows.append(
+            dict(
+                base,
+                version=latest.version,
+                ledger_id=latest.ledger_id,
+                entry_id=latest.entry_id,
+                is_latest=True,
+            )
+        )
+    return rows
+
+
+def scan_schemas(
+    client: KazooClient | PipelinedReader, root: str, tenants: Iterable[str]
+) -> Iterator[dict[str, Any]]:
+    """SCHEMA_LEDGERS rows for every locator ``root/tenant/ns/topic`` of the tenants."""
+    reader = client if isinstance(client, PipelinedReader) else PipelinedReader(client)
+    tpaths = [_join(root, t) for t in tenants]
+    ns_paths: list[str] = []
+    for r in reader.children(tpaths):
+        if r.error is not None:
+            reader.stats.errors += 1
+            t = r.path.rsplit("/", 1)[1]
+            yield {
+                "schema_id": t,
+                "tenant": t,
+                "path": r.path,
+                "error": f"cannot list: {_error_text(r.error)}",
+            }
+            continue
+        ns_paths.extend(f"{r.path}/{n}" for n in sorted(r.children or ()))
+    loc_paths: list[str] = []
+    for r in reader.children(ns_paths):
+        if r.error is not None:
+            reader.stats.errors += 1
+            sid = r.path[len(root.rstrip("/")) + 1 :]
+            yield {
+                "schema_id": sid,
+                "tenant": sid.split("/")[0],
+                "namespace": sid,
+                "path": r.path,
+                "error": f"cannot list: {_error_text(r.error)}",
+            }
+            continue
+        loc_paths.extend(f"{r.path}/{n}" for n in sorted(r.children or ()))
+    for r in reader.get(loc_paths):
+        sid = r.path[len(root.rstrip("/")) + 1 :]
+        if r.error is not None:
+            rows = [dict(schema_rows(sid, r.path, b"", None)[0], error=_error_text(r.error))]
+        else:
+            rows = schema_rows(sid, r.path, r.data, r.stat)
+        for row in rows:
+            if row.get("error"):
+                reader.stats.errors += 1
+            yield row
+
+
+# -- /admin/policies ---------------------------------------------------------------------------
+def policy_row(namespace: str, path: str, data: bytes | None) -> dict[str, Any]:
+    """One NAMESPACE_POLICIES row from a policies znode."""
+    row: dict[str, Any] = {"tenant": namespace.split("/")[0], "namespace": namespace, "path": path}
+    try:
+        p = decode_namespace_policies(data or b"", path=path)
+    except Exception as e:  # noqa: BLE001
+        row["error"] = _error_text(e)
+        return row
+    row.update(
+        retention_minutes=p.retention_minutes,
+        retention_mb=p.retention_mb,
+        offload_deletion_lag_ms=p.offload_deletion_lag_ms,
+        offload_threshold_bytes=p.offload_threshold_bytes,
+        offload_driver=p.offload_driver,
+        offload_bucket=p.offload_bucket,
+        deleted=p.deleted,
+    )
+    return row
+
+
+def scan_policies(client: KazooClient | PipelinedReader, root: str) -> Iterator[dict[str, Any]]:
+    """NAMESPACE_POLICIES rows for ``root/tenant/ns`` (and v1 ``root/tenant/cluster/ns``).
+
+    A level-2 node with children and no data is a v1 cluster node: its children are the namespaces.
+    """
+    reader = client if isinstance(client, PipelinedReader) else PipelinedReader(client)
+    base = root.rstrip("/")
+    top = next(iter(reader.children([root])), None)
+    if top is None:
+        return
+    if top.error is not None:
+        reader.stats.errors += 1
+        yield {"path": root, "error": f"cannot list: {_error_text(top.error)}"}
+        return
+    level2: list[str] = []
+    for r in reader.children([f"{base}/{t}" for t in sorted(top.children or ())]):
+        if r.error is not None:
+            reader.stats.errors += 1
+            t = r.path.rsplit("/", 1)[1]
+            yield {"tenant": t, "path": r.path, "error": f"cannot list: {_error_text(r.error)}"}
+            continue
+        level2.extend(f"{r.path}/{n}" for n in sorted(r.children or ()))
+    frontier = level2
+    depth = 2
+    while frontier:
+        deeper: list[str] = []
+        for r in reader.read(frontier, data=True, children=depth == 2):
+            ns = r.path[len(base) + 1 :]
+            if r.error is not None and r.data is None:
+                reader.stats.errors += 1
+                yield {
+                    "tenant": ns.split("/")[0],
+                    "namespace": ns,
+                    "path": r.path,
+                    "error": _error_text(r.error),
+                }
+                continue
+            if depth == 2 and r.children and not r.data:
+                deeper.extend(f"{r.path}/{n}" for n in sorted(r.children))
+                continue
+            row = policy_row(ns, r.path, r.data)
+            if row.get("error"):
+                reader.stats.errors += 1
+            yield row
+        frontier, depth = deeper, depth + 1

@@ -1,0 +1,250 @@
+"""The audit runbook: stored clean, executed by papermill, recorded, exported to a self-contained report.
+
+The end-to-end test runs the same planted cluster through ``ledgerlens audit`` (the CLI) and through
+``ledgerlens report`` (papermill + nbconvert) and checks both agree. The other tests exercise the
+report helpers on small hand-built notebooks (no kernel, no servers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from ledgerlens import report
+from ledgerlens.schemas import FINDINGS, columns
+
+pytestmark = pytest.mark.notebooks
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNBOOK = ROOT / "notebooks" / "audit_ledgers.ipynb"
+NOW_MS = 1_795_000_000_000  # fixed 'now', so both runs see the same cluster age
+PARAMETERS = (
+    "zookeeper", "s3_endpoint", "bucket", "out_dir", "min_orphan_age", "as_of", "spark_master",
+    "ledgers_root", "interactive",
+)  # fmt: skip
+
+
+# --- the stored runbook ------------------------------------------------------------------------------
+
+
+def test_runbook_is_stored_without_outputs() -> None:
+    nb = nbformat.read(str(RUNBOOK), as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    assert nb.metadata.kernelspec.name == "python3"
+    assert "widgets" not in nb.metadata
+
+
+def test_runbook_parameters_are_documented() -> None:
+    import papermill as pm
+
+    params = pm.inspect_notebook(str(RUNBOOK))
+    for name in PARAMETERS:
+        assert name in params, name
+        assert params[name]["help"], f"{name} has no help comment"
+    assert params["zookeeper"]["default"] == '"127.0.0.1:2181"'
+    assert params["interactive"]["inferred_type_name"] == "bool"
+    # never a credential as a parameter
+    assert not [p for p in params if any(w in p.lower() for w in ("secret", "token", "password", "key"))]
+
+
+# --- report helpers on hand-built notebooks ------------------------------------------------------------
+
+
+def _findings(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=columns(FINDINGS))
+
+
+def _executed_notebook(path: Path, summary: dict[str, Any], extra_text: str = "") -> Path:
+    """A notebook shaped like an executed runbook: a recorded summary and a plotly figure."""
+    fig = go.Figure(go.Bar(x=["orphan_ledger"], y=[12345]))
+    figure_html = fig.to_html(include_plotlyjs=True, full_html=False, include_mathjax="cdn")
+    cell = nbformat.v4.new_code_cell("run()", execution_count=1)
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={"application/json": summary},
+            metadata={"application/json": {"ledgerlens": "summary"}},
+        ),
+        nbformat.v4.new_output("display_data", data={"text/html": figure_html}),
+        nbformat.v4.new_output("stream", name="stdout", text=extra_text or "done\n"),
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# audit"), cell])
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_read_recorded(tmp_path: Path) -> None:
+    nb = _executed_notebook(tmp_path / "nb.ipynb", {"total_findings": 3})
+    assert report.read_recorded(nb) == {"total_findings": 3}
+    with pytest.raises(report.ReportError, match="no output recorded as 'other'"):
+        report.read_recorded(nb, "other")
+
+
+def test_to_html_is_self_contained(tmp_path: Path) -> None:
+    nb = _executed_notebook(tmp_path / "nb.ipynb", {"total_findings": 3})
+    html = report.to_html(nb, tmp_path / "out" / "report.html").read_text()
+    assert "plotly-graph-div" in html and "Plotly.newPlot" in html
+    assert '"orphan_ledger"' in html and "12345" in html  # figure data inline
+    assert "plotly.js v" in html  # the library itself inline
+    assert report.external_scripts(html) == []
+    assert "require.min.js" not in html and "html-manager" not in html
+    assert "run()" not in html  # code hidden by default
+    shown = report.to_html(nb, tmp_path / "code.html", exclude_input=False).read_text()
+    assert "run()" in shown
+
+
+def test_secrets_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "s3cr3t-" + uuid.uuid4().hex
+    monkeypatch.setenv("PULSAR_AUTH_TOKEN", secret)
+    nb = _executed_notebook(tmp_path / "nb.ipynb", {"total_findings": 0}, extra_text=f"oops {secret}\n")
+    with pytest.raises(report.SecretLeakError, match="PULSAR_AUTH_TOKEN") as e:
+        report.to_html(nb, tmp_path / "report.html")
+    assert secret not in str(e.value)
+    assert not (tmp_path / "report.html").exists()
+    with pytest.raises(report.SecretLeakError, match="runbook parameters"):
+        report.execute_runbook(RUNBOOK, tmp_path / "x.ipynb", {"zookeeper": secret})
+
+
+def test_secret_values_ignore_short_and_unrelated() -> None:
+    env = {
+        "AWS_SECRET_ACCESS_KEY": "abcdefgh",
+        "AWS_SESSION_TOKEN": "tok-123456",
+        "DB_PASSWORD": "hunter22",
+        "GITHUB_TOKEN_ENABLED": "1",
+        "HOME": "/root",
+    }
+    assert report.secret_values(env) == {
+        "AWS_SECRET_ACCESS_KEY": "abcdefgh",
+        "AWS_SESSION_TOKEN": "tok-123456",
+        "DB_PASSWORD": "hunter22",
+    }
+    report.check_no_secrets("nothing here", "x", env)
+    with pytest.raises(report.SecretLeakError, match="DB_PASSWORD"):
+        report.check_no_secrets("pw=hunter22", "x", env)
+
+
+def test_static_table_and_summary_markdown() -> None:
+    df = _findings(
+        [
+            dict(kind="orphan_ledger", severity="warning", ledger_id=1, bytes=10, namespace="a/b"),
+            dict(kind="missing_ledger", severity="critical", ledger_id=2, bytes=None),
+            dict(kind="orphan_ledger", severity="warning", ledger_id=3, bytes=5000, cursor="<sub>"),
+        ]
+    )
+    top = report.top_findings(df, 2)
+    assert top["ledger_id"].tolist() == [2, 3]
+    html = report.findings_table_html(top, caption="2 of 3")
+    assert "&lt;sub&gt;" in html and "<sub>" not in html  # escaped
+    assert "4.9 KiB" in html and "<caption>2 of 3</caption>" in html
+    md = report.summary_markdown(
+        {
+            "total_findings": 3,
+            "counts_by_severity": {"critical": 1, "warning": 2, "info": 0},
+            "counts_by_kind": {"orphan_ledger": 2, "missing_ledger": 1},
+            "bytes_by_kind": {"orphan_ledger": 5010},
+            "dropped_on_reverify": {"orphan_ledger": 1, "missing_ledger": 0},
+        }
+    )
+    assert md.startswith("**3 findings**: 1 critical, 2 warning, 0 info")
+    assert "| `orphan_ledger` | 2 | 4.9 KiB |" in md
+    assert "Dropped on re-verification: orphan_ledger 1" in md
+
+
+# --- the runbook against a planted cluster -------------------------------------------------------------
+
+
+def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ledgerlens.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=os.environ.copy(),  # the s3_server fixture's dummy AWS credentials
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def planted_cluster(zookeeper: Any, s3_server: Any) -> dict[str, str]:
+    """A generated cluster with planted anomalies under a fresh chroot and bucket."""
+    from kazoo.client import KazooClient
+
+    from ledgerlens.sandbox.cluster import generate
+
+    chroot = f"/runbook-{uuid.uuid4().hex[:8]}"
+    client = KazooClient(hosts=zookeeper.hosts)
+    client.start()
+    client.ensure_path(chroot)
+    client.stop()
+    client.close()
+    hosts = zookeeper.hosts + chroot
+    bucket = f"runbook-{uuid.uuid4().hex[:8]}"
+    generate(
+        hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="planted", now_ms=NOW_MS
+    )
+    return {"zookeeper": hosts, "s3_endpoint": s3_server.endpoint_url, "bucket": bucket}
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_runbook_report_matches_cli_audit(planted_cluster: dict[str, str], tmp_path: Path) -> None:
+    inputs = [
+        "--zookeeper", planted_cluster["zookeeper"], "--s3-endpoint", planted_cluster["s3_endpoint"],
+        "--bucket", planted_cluster["bucket"], "--as-of", str(NOW_MS), "--spark-master", "local[2]",
+    ]  # fmt: skip
+    audit_dir, report_dir = tmp_path / "audit", tmp_path / "report"
+
+    audit = _cli("audit", *inputs, "--out", str(audit_dir), "--no-progress")
+    assert audit.returncode == 0, audit.stderr[-3000:]
+    assert "findings:" in audit.stdout and "summary.json" in audit.stdout
+    cli_summary = json.loads((audit_dir / "summary.json").read_text())
+
+    rep = _cli("report", *inputs, "--out", str(report_dir))
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    executed, html_path = report_dir / "audit_ledgers.ipynb", report_dir / "report.html"
+    assert str(html_path) in rep.stdout
+
+    recorded = report.read_recorded(executed, "summary")
+    assert recorded["as_of_ms"] == NOW_MS
+    assert recorded["total_findings"] > 0 and recorded["counts_by_severity"]["critical"] > 0
+    timing_free = {k: v for k, v in recorded.items() if k != "timings"}
+    assert timing_free == {k: v for k, v in cli_summary.items() if k != "timings"}
+    # the notebook's run wrote the same summary file as the CLI's
+    assert (
+        json.loads((report_dir / "summary.json").read_text())["counts_by_kind"]
+        == cli_summary["counts_by_kind"]
+    )
+
+    # the findings themselves agree, row for row
+    a = pd.read_parquet(audit_dir / "findings.parquet").drop(columns=["evidence"])
+    b = pd.read_parquet(report_dir / "findings.parquet").drop(columns=["evidence"])
+    assert len(a) == len(b) == cli_summary["total_findings"]
+    pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
+
+    nb = nbformat.read(str(executed), as_version=4)
+    assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.get("outputs", []))
+
+    html = html_path.read_text(encoding="utf-8")
+    assert html.count('class="plotly-graph-div"') == 3
+    assert "Plotly.newPlot" in html and "plotly.js v" in html
+    for kind in cli_summary["counts_by_kind"]:
+        assert f'"{kind}"' in html, kind  # figure data (and the static table) inline
+    assert report.external_scripts(html) == []
+    assert 'class="ledgerlens-findings"' in html  # static table, interactive=False under papermill
+    assert len(html) < 12 * 1024 * 1024

@@ -1,0 +1,323 @@
+"""``ledgerlens`` argument parsing and exit codes, with the pipeline and Spark replaced by fakes."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ledgerlens import cli
+from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens.errors import SourceError
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass
+class FakeRun:
+    out_dir: Path
+    findings_path: Path
+    summary: dict[str, Any]
+
+
+@dataclass
+class FakePipeline:
+    summary: dict[str, Any]
+    error: Exception | None = None
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def run(
+        self,
+        spark: Any,
+        zk: ZooKeeperSource,
+        s3: S3Source | None,
+        audit: AuditConfig,
+        out_dir: Any,
+        *,
+        progress: bool = True,
+    ) -> FakeRun:
+        self.calls.append((spark, zk, s3, audit, Path(out_dir), progress))
+        if self.error:
+            raise self.error
+        return FakeRun(Path(out_dir), Path(out_dir) / "findings.parquet", self.summary)
+
+
+class FakeSpark:
+    stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def summary(critical: int = 0, warning: int = 0, info: int = 0) -> dict[str, Any]:
+    kinds = {"missing_ledger": critical, "orphan_ledger": warning, "unattributed_ledger": info}
+    return {
+        "as_of_ms": 1_700_000_000_000,
+        "counts_by_kind": {k: v for k, v in kinds.items() if v},
+        "counts_by_severity": {"critical": critical, "warning": warning, "info": info},
+        "bytes_by_kind": {"orphan_ledger": 3 * 1024**2} if warning else {},
+        "total_findings": critical + warning + info,
+        "inventory_counts": {"bk_ledgers": 10},
+        "timings": {"collect": 1.0},
+        "dropped_on_reverify": {"orphan_ledger": 1},
+    }
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
+    """Install a fake ``ledgerlens.pipeline`` and Spark session; returns handles to both."""
+    state = types.SimpleNamespace(pipeline=FakePipeline(summary()), spark=FakeSpark(), masters=[])
+    module = types.ModuleType("ledgerlens.pipeline")
+    module.run = lambda *a, **k: state.pipeline.run(*a, **k)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ledgerlens.pipeline", module)
+    import ledgerlens
+
+    monkeypatch.setattr(ledgerlens, "pipeline", module, raising=False)
+
+    def session(master: str) -> tuple[FakeSpark, bool]:
+        state.masters.append(master)
+        return state.spark, True
+
+    monkeypatch.setattr(cli, "_spark_session", session)
+    return state
+
+
+def test_audit_builds_configs(
+    fake: types.SimpleNamespace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(
+        [
+            "audit",
+            "--zookeeper",
+            "zk1:2181,zk2:2181/pulsar",
+            "--s3-endpoint",
+            "http://127.0.0.1:5000",
+            "--bucket",
+            "offload",
+            "--out",
+            str(tmp_path),
+            "--min-orphan-age",
+            "2d",
+            "--as-of",
+            "2026-01-01T00:00:00Z",
+            "--spark-master",
+            "local[2]",
+            "--ledgers-root",
+            "/bk/ledgers",
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    ((_spark, zk, s3, audit, out, progress),) = fake.pipeline.calls
+    assert zk == ZooKeeperSource(hosts="zk1:2181,zk2:2181/pulsar", ledgers_root="/bk/ledgers")
+    assert s3 == S3Source(bucket="offload", endpoint_url="http://127.0.0.1:5000")
+    assert audit.min_orphan_age_s == 2 * 86400
+    assert audit.as_of_ms == 1767225600000
+    assert out == tmp_path and progress is False
+    assert fake.masters == ["local[2]"] and fake.spark.stopped
+    printed = capsys.readouterr().out
+    assert "0 critical, 1 warning, 0 info" not in printed  # default summary has no findings
+    assert "findings.parquet" in printed and "summary.json" in printed
+
+
+def test_audit_defaults(fake: types.SimpleNamespace, tmp_path: Path) -> None:
+    assert cli.main(["audit", "--zookeeper", "127.0.0.1:2181", "--out", str(tmp_path)]) == 0
+    ((_spark, zk, s3, audit, _out, progress),) = fake.pipeline.calls
+    assert zk.ledgers_root == "/ledgers" and s3 is None
+    assert audit.min_orphan_age_s == 24 * 3600 and progress is True
+    assert fake.masters == ["local[*]"]
+
+
+def test_summary_printed(
+    fake: types.SimpleNamespace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.pipeline.summary = summary(critical=2, warning=5, info=1)
+    assert cli.main(["audit", "--zookeeper", "h:1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "8 findings: 2 critical, 5 warning, 1 info" in out
+    assert "orphan_ledger" in out and "3.0 MiB" in out
+    assert "dropped on re-verification: orphan_ledger 1" in out
+
+
+@pytest.mark.parametrize(
+    ("counts", "fail_on", "code"),
+    [
+        ({}, "critical", 0),
+        ({"warning": 3}, "critical", 0),
+        ({"critical": 1}, "critical", 3),
+        ({"warning": 1}, "warning", 3),
+        ({"critical": 1}, "warning", 3),
+        ({"info": 4}, "warning", 0),
+        ({"critical": 1}, None, 0),
+    ],
+)
+def test_fail_on_exit_codes(
+    fake: types.SimpleNamespace, tmp_path: Path, counts: dict[str, int], fail_on: str | None, code: int
+) -> None:
+    fake.pipeline.summary = summary(**counts)
+    argv = ["audit", "--zookeeper", "h:1", "--out", str(tmp_path)]
+    if fail_on:
+        argv += ["--fail-on", fail_on]
+    assert cli.main(argv) == code
+
+
+def test_ledgerlens_error_is_one_line_exit_2(
+    fake: types.SimpleNamespace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.pipeline.error = SourceError("zookeeper 127.0.0.1:1", "connection refused")
+    assert cli.main(["audit", "--zookeeper", "127.0.0.1:1", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "ledgerlens audit: error: zookeeper 127.0.0.1:1: connection refused"
+    assert fake.spark.stopped
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--min-orphan-age", "soon"], "duration 'soon'"),
+        (["--as-of", "yesterday"], "time 'yesterday'"),
+        (["--s3-endpoint", "http://x"], "s3 endpoint given without a bucket"),
+    ],
+)
+def test_config_errors_exit_2_before_spark(
+    fake: types.SimpleNamespace,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    message: str,
+) -> None:
+    assert cli.main(["audit", "--zookeeper", "h:1", "--out", str(tmp_path), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert fake.masters == [] and fake.pipeline.calls == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["audit", "--out", "x"],  # no --zookeeper
+        ["audit", "--zookeeper", "h:1"],  # no --out
+        ["audit", "--zookeeper", "h:1", "--out", "x", "--fail-on", "info"],
+        ["sandbox-local", "restart", "--workdir", "x"],
+        ["sandbox-local", "up"],
+        ["nope"],
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(argv) == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == 0
+    assert cli.main(["audit", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--fail-on" in out and "--min-orphan-age" in out
+
+
+def test_report_parameters_and_calls(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ledgerlens import report
+
+    calls: dict[str, Any] = {}
+    nb = tmp_path / "audit_ledgers.ipynb"
+    nb.write_text("{}")
+
+    def execute(
+        notebook: Path, output: Path, parameters: dict[str, Any], *, kernel_name: str | None = None
+    ) -> Path:
+        calls["execute"] = (notebook, output, parameters, kernel_name)
+        return output
+
+    def to_html(notebook: Path, html: Path, *, exclude_input: bool = True) -> Path:
+        calls["html"] = (notebook, html, exclude_input)
+        return html
+
+    monkeypatch.setattr(report, "execute_runbook", execute)
+    monkeypatch.setattr(report, "to_html", to_html)
+    out = tmp_path / "rep"
+    code = cli.main(
+        [
+            "report",
+            "--zookeeper",
+            "127.0.0.1:2181/c1",
+            "--bucket",
+            "b",
+            "--out",
+            str(out),
+            "--notebook",
+            str(nb),
+            "--as-of",
+            "1700000000000",
+            "--kernel",
+            "python3",
+        ]
+    )
+    assert code == 0
+    notebook, output, params, kernel = calls["execute"]
+    assert notebook == nb and output == out / "audit_ledgers.ipynb" and kernel == "python3"
+    assert params == {
+        "zookeeper": "127.0.0.1:2181/c1",
+        "s3_endpoint": "",
+        "bucket": "b",
+        "out_dir": str(out.resolve()),
+        "min_orphan_age": "24h",
+        "as_of": "1700000000000",
+        "spark_master": "local[*]",
+        "ledgers_root": "/ledgers",
+        "interactive": False,
+    }
+    assert calls["html"] == (out / "audit_ledgers.ipynb", out / "report.html", True)
+    assert "report.html" in capsys.readouterr().out
+    json.dumps(params)  # papermill parameters must be JSON-able
+
+
+def test_report_missing_notebook(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(
+        ["report", "--zookeeper", "h:1", "--out", str(tmp_path), "--notebook", str(tmp_path / "none.ipynb")]
+    )
+    assert code == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_default_notebook_is_the_runbook() -> None:
+    assert cli.DEFAULT_NOTEBOOK.name == "audit_ledgers.ipynb"
+    assert cli.DEFAULT_NOTEBOOK.parent.name == "notebooks"
+
+
+def test_sandbox_forwards(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: list[list[str]] = []
+    module = types.ModuleType("ledgerlens.sandbox.local")
+    module.main = lambda argv: seen.append(list(argv)) or 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ledgerlens.sandbox.local", module)
+    import ledgerlens.sandbox
+
+    monkeypatch.setattr(ledgerlens.sandbox, "local", module, raising=False)
+    assert cli.main(["sandbox-local", "status", "--workdir", str(tmp_path)]) == 0
+    assert seen == [["status", "--workdir", str(tmp_path)]]
+
+
+def test_sandbox_drives_class_without_main(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class LocalSandbox:
+        def __init__(self, workdir: Path) -> None:
+            self.workdir = workdir
+
+        def status(self) -> dict[str, Any]:
+            return {"zookeeper": "127.0.0.1:2181", "workdir": str(self.workdir)}
+
+    module = types.ModuleType("ledgerlens.sandbox.local")
+    module.LocalSandbox = LocalSandbox  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ledgerlens.sandbox.local", module)
+    import ledgerlens.sandbox
+
+    monkeypatch.setattr(ledgerlens.sandbox, "local", module, raising=False)
+    assert cli.main(["sandbox-local", "status", "--workdir", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["zookeeper"] == "127.0.0.1:2181"
