@@ -26,7 +26,9 @@ from collections.abc import Callable
 from kazoo.client import KazooClient
 
 
-def write_ledgers(client: KazooClient, root: str, n: int, *, now_ms: int, batch: int = 100, window: int = 8) -> None:
+def write_ledgers(
+    client: KazooClient, root: str, n: int, *, now_ms: int, batch: int = 100, window: int = 8
+) -> None:
     """Create ``n`` ledger znodes (v3 metadata, Pulsar custom metadata) with batched transactions."""
     from ledgerlens.formats.paths import ledger_path
     from ledgerlens.sandbox import wire
@@ -145,7 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         seq = timed("(a) sequential kazoo get", n, lambda: sequential(client, paths))
     raw = 0.0
     for w in (int(x) for x in args.raw_windows.split(",")):
-        raw = max(raw, timed(f"(b) pipelined get_async, window {w}", n, lambda w=w: pipelined(client, paths, w)))
+
+        def run_raw(w: int = w) -> float:
+            return pipelined(client, paths, w)
+
+        raw = max(raw, timed(f"(b) pipelined get_async, window {w}", n, run_raw))
     client.stop()
     client.close()
 
@@ -175,11 +181,9 @@ def main(argv: list[str] | None = None) -> int:
             assert inv.counts["bk_ledgers"] == n, inv.counts
             rate = n / inv.timings["bk_ledgers"]
             best = max(best, rate)
-            print(
-                f"{'(c) collect_inventory bk_ledgers on ' + args.master + ' (' + run + ')':<58} {n:>8} ledgers "
-                f"{inv.timings['bk_ledgers']:8.2f} s {rate:10,.0f} ledgers/s",
-                flush=True,
-            )
+            label = f"(c) collect_inventory bk_ledgers on {args.master} ({run})"
+            dt = inv.timings["bk_ledgers"]
+            print(f"{label:<58} {n:>8} ledgers {dt:8.2f} s {rate:10,.0f} ledgers/s", flush=True)
     spark.stop()
     if seq:
         print(f"(c)/(a) = {best / seq:.2f}  (target >= 10)")

@@ -6,6 +6,7 @@ A fixture that cannot start its server fails the test with the reason; nothing i
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -59,6 +60,9 @@ def spark() -> Iterator[object]:
 
     from ledgerlens.spark import configure
 
+    # Python workers must import ledgerlens: run them with this interpreter (the venv), not PATH's python3.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     try:
         session = configure(SparkSession.builder, master="local[2]", shuffle_partitions=4).getOrCreate()
     except Exception as e:  # noqa: BLE001 - report any start failure as a test failure
@@ -97,4 +101,3 @@ def bucket(s3_server: S3Server) -> str:
     s3 = boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1")
     s3.create_bucket(Bucket=name)
     return name
-

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import ipywidgets as w
 import pandas as pd
+
 from ledgerlens.figures import SEVERITY_ORDER, human_bytes
 from ledgerlens.report import findings_table_html, severity_rank
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,9 +134,18 @@ def _configs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     )
 
 
+def _local_python(master: str) -> None:
+    """On a local master, Spark's Python workers must be this interpreter (the one with ledgerlens),
+    not whatever ``python3`` is first on PATH. An explicit ``PYSPARK_PYTHON`` wins."""
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
 def _spark_session(master: str) -> tuple[Any, bool]:
     """A Spark session and whether this command owns it (and must stop it)."""
     from pyspark.sql import SparkSession
+
+    _local_python(master)
 
     from ledgerlens.spark import get_session
 
@@ -212,6 +222,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ledgerlens import report
 
     params = notebook_parameters(args)
+    _local_python(args.spark_master)  # inherited by the notebook's kernel
     notebook = Path(args.notebook) if args.notebook else DEFAULT_NOTEBOOK
     if not notebook.is_file():
         raise ConfigError(f"runbook {notebook} not found: pass --notebook PATH")
@@ -228,8 +239,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
     """Forward to ``python -m ledgerlens.sandbox.local`` (its ``main``), else drive ``LocalSandbox``."""
-    from ledgerlens.sandbox import local
+    import importlib
 
+    local = importlib.import_module("ledgerlens.sandbox.local")  # lazily: it pulls in server code
     forward = getattr(local, "main", None)
     if callable(forward):
         code = forward([args.action, "--workdir", str(args.workdir)])

@@ -253,16 +253,21 @@ def _write(df: DataFrame, path: str) -> None:
     df.write.mode("overwrite").parquet(path)
 
 
+def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """(FileSystem, Path) of ``path`` through the JVM: works for local, HDFS and s3a paths alike."""
+    sc: Any = spark.sparkContext
+    p = sc._jvm.org.apache.hadoop.fs.Path(path)
+    return p.getFileSystem(sc._jsc.hadoopConfiguration()), p
+
+
 def _delete(spark: SparkSession, path: str) -> None:
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    p = jvm.org.apache.hadoop.fs.Path(path)
-    p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(p, True)  # type: ignore[attr-defined]
+    fs, p = _hadoop_path(spark, path)
+    fs.delete(p, True)
 
 
 def _exists(spark: SparkSession, path: str) -> bool:
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    p = jvm.org.apache.hadoop.fs.Path(path)
-    return bool(p.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(p))  # type: ignore[attr-defined]
+    fs, p = _hadoop_path(spark, path)
+    return bool(fs.exists(p))
 
 
 def collect_inventory(

@@ -59,31 +59,6 @@ def blind_spots(tables: dict[str, DataFrame]) -> list[str]:
     return sorted(names)
 
 
-def _summary(findings: DataFrame, audit: AuditConfig, extra: dict[str, Any]) -> dict[str, Any]:
-    from pyspark.sql import functions as F
-
-    rows = (
-        findings.groupBy("kind", "severity")
-        .agg(F.count(F.lit(1)).alias("n"), F.sum(F.coalesce("bytes", F.lit(0))).alias("b"))
-        .collect()
-    )
-    by_kind: dict[str, int] = {}
-    by_sev: dict[str, int] = {s: 0 for s in schemas.SEVERITIES}
-    bytes_by_kind: dict[str, int] = {}
-    for r in rows:
-        by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + int(r["n"])
-        by_sev[r["severity"]] = by_sev.get(r["severity"], 0) + int(r["n"])
-        bytes_by_kind[r["kind"]] = bytes_by_kind.get(r["kind"], 0) + int(r["b"] or 0)
-    return {
-        "as_of_ms": audit.as_of_ms,
-        "total_findings": sum(by_kind.values()),
-        "counts_by_kind": dict(sorted(by_kind.items())),
-        "counts_by_severity": by_sev,
-        "bytes_by_kind": dict(sorted(bytes_by_kind.items())),
-        **extra,
-    }
-
-
 def run(
     spark: SparkSession,
     zk: ZooKeeperSource,
@@ -96,7 +71,7 @@ def run(
     """Collect, audit, re-verify and write ``findings.parquet`` and ``summary.json`` under ``out_dir``."""
     from pyspark.sql import functions as F
 
-    from ledgerlens.audit import order_findings, run_audit
+    from ledgerlens.audit import order_findings, run_audit, summarize
     from ledgerlens.collect import collect_inventory, load_inventory
     from ledgerlens.reverify import REVERIFIED_KINDS, reverify
 
@@ -137,16 +112,14 @@ def run(
     timings["write"] = time.monotonic() - t3
     findings.unpersist()
 
-    summary = _summary(
-        final_written,
-        audit,
-        {
-            "inventory_counts": inventory.counts,
-            "s3_scanned": inventory.s3_scanned,
-            "reverified": len(candidates),
-            "dropped_on_reverify": dict(sorted(verdicts.dropped.items())),
-            "timings": {k: round(v, 3) for k, v in timings.items()},
-        },
-    )
+    summary = {
+        "as_of_ms": audit.as_of_ms,
+        **summarize(final_written),
+        "inventory_counts": inventory.counts,
+        "s3_scanned": inventory.s3_scanned,
+        "reverified": len(candidates),
+        "dropped_on_reverify": dict(sorted(verdicts.dropped.items())),
+        "timings": {k: round(v, 3) for k, v in timings.items()},
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return AuditRun(out, findings_path, summary, dict(inventory.tables))

@@ -316,13 +316,21 @@ def external_scripts(html: str) -> list[str]:
     return _EXTERNAL_SCRIPT.findall(html)
 
 
-def to_html(notebook: str | Path, html: str | Path, *, exclude_input: bool = True, title: str = "") -> Path:
+def to_html(
+    notebook: str | Path,
+    html: str | Path,
+    *,
+    exclude_input: bool = True,
+    keep_stderr: bool = False,
+    title: str = "",
+) -> Path:
     """Convert an executed notebook into one self-contained HTML file; returns ``html``.
 
     Figures must have been rendered with plotly's ``notebook`` renderer (plotly.js inlined once).
     Scripts from CDNs (require.js, MathJax, mermaid, widget manager) are left out, widget state is
-    dropped (widgets need a live kernel), and code cells are hidden unless ``exclude_input=False``.
-    Raises ``SecretLeakError`` if a secret's value is in the notebook or the HTML.
+    dropped (widgets need a live kernel), code cells are hidden unless ``exclude_input=False``, and
+    stderr streams (Spark's log and progress lines) are left out unless ``keep_stderr=True`` (the
+    executed notebook keeps everything). Raises ``SecretLeakError`` if a secret's value is in the notebook or the HTML.
     """
     import nbformat
     from jinja2 import DictLoader
@@ -333,6 +341,14 @@ def to_html(notebook: str | Path, html: str | Path, *, exclude_input: bool = Tru
     check_no_secrets(text, str(notebook))
     nb = nbformat.reads(text, as_version=4)
     nb.metadata.pop("widgets", None)
+    if not keep_stderr:
+        for cell in nb.cells:
+            if "outputs" in cell:
+                cell.outputs = [
+                    o
+                    for o in cell.outputs
+                    if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
+                ]
     if title:
         nb.metadata["title"] = title
     exporter = HTMLExporter(

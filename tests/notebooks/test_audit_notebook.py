@@ -73,7 +73,7 @@ def _executed_notebook(path: Path, summary: dict[str, Any], extra_text: str = ""
     """A notebook shaped like an executed runbook: a recorded summary and a plotly figure."""
     fig = go.Figure(go.Bar(x=["orphan_ledger"], y=[12345]))
     figure_html = fig.to_html(include_plotlyjs=True, full_html=False, include_mathjax="cdn")
-    cell = nbformat.v4.new_code_cell("run()", execution_count=1)
+    cell = nbformat.v4.new_code_cell("run_the_audit_42()", execution_count=1)
     cell.outputs = [
         nbformat.v4.new_output(
             "display_data",
@@ -82,6 +82,7 @@ def _executed_notebook(path: Path, summary: dict[str, Any], extra_text: str = ""
         ),
         nbformat.v4.new_output("display_data", data={"text/html": figure_html}),
         nbformat.v4.new_output("stream", name="stdout", text=extra_text or "done\n"),
+        nbformat.v4.new_output("stream", name="stderr", text="[Stage 7:====>  (1 + 2) / 19]\n"),
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# audit"), cell])
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
@@ -104,9 +105,11 @@ def test_to_html_is_self_contained(tmp_path: Path) -> None:
     assert "plotly.js v" in html  # the library itself inline
     assert report.external_scripts(html) == []
     assert "require.min.js" not in html and "html-manager" not in html
-    assert "run()" not in html  # code hidden by default
+    assert "run_the_audit_42" not in html  # code hidden by default
+    assert "[Stage 7:" not in html  # Spark's stderr left out
     shown = report.to_html(nb, tmp_path / "code.html", exclude_input=False).read_text()
-    assert "run()" in shown
+    assert "run_the_audit_42" in shown
+    assert "[Stage 7:" in report.to_html(nb, tmp_path / "err.html", keep_stderr=True).read_text()
 
 
 def test_secrets_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

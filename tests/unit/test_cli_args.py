@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ledgerlens import cli
 from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
 from ledgerlens.errors import SourceError

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+
 from ledgerlens import figures
 from ledgerlens.schemas import FINDINGS, columns
 

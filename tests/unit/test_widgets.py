@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipywidgets as w
 import pandas as pd
 import pytest
+
 from ledgerlens.schemas import FINDINGS, columns
 from ledgerlens_widgets import FindingsExplorer
 

@@ -130,10 +130,12 @@ def to_findings(raw: DataFrame) -> DataFrame:
     ns = F.coalesce(ml_namespace(F.col("managed_ledger")), F.col("namespace_hint"))
     tenant = F.coalesce(ml_tenant(F.col("managed_ledger")), F.col("tenant_hint"), F.split(ns, "/").getItem(0))
     cols = {"tenant": tenant, "namespace": ns}
+    # ``when(c is not null, c)``: every column nullable, exactly as declared
     return raw.select(
         *[
-            (cols[n] if n in cols else F.col(n)).cast(_TYPES[n]).alias(n)
+            F.when(c.isNotNull(), c).cast(_TYPES[n]).alias(n)
             for n in schemas.columns(schemas.FINDINGS)
+            for c in [cols[n] if n in cols else F.col(n)]
         ]
     )
 

@@ -75,7 +75,15 @@ def zookeeper_jars(timeout: float = 900) -> Path:
             jars.mkdir(parents=True)
             pom = target / "pom.xml"
             pom.write_bytes(resources.files("ledgerlens.sandbox").joinpath("zookeeper-pom.xml").read_bytes())
-            cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={jars}"]
+            cmd = [
+                mvn,
+                "-q",
+                "-B",
+                "-f",
+                str(pom),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={jars}",
+            ]
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             except subprocess.TimeoutExpired as e:

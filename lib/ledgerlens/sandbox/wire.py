@@ -295,7 +295,9 @@ def offload_data_object(
     while i < len(entries):
         chunk: list[tuple[int, bytes]] = []
         used = DATA_HEADER_LENGTH
-        while i < len(entries) and (not chunk or used + ENTRY_OVERHEAD + len(entries[i][1]) <= max_block_size):
+        while i < len(entries) and (
+            not chunk or used + ENTRY_OVERHEAD + len(entries[i][1]) <= max_block_size
+        ):
             used += ENTRY_OVERHEAD + len(entries[i][1])
             chunk.append(entries[i])
             i += 1
@@ -316,7 +318,9 @@ def offload_segment_metadata(md: bk.LedgerMetadataFormat) -> bytes:
     return copy.SerializeToString()
 
 
-def offload_index_v1(md: bk.LedgerMetadataFormat, index: Iterable[IndexEntry], data_object_length: int) -> bytes:
+def offload_index_v1(
+    md: bk.LedgerMetadataFormat, index: Iterable[IndexEntry], data_object_length: int
+) -> bytes:
     """Index object V1: magic 0xDE47DE47, lengths, segment metadata, sorted index entries."""
     meta = offload_segment_metadata(md)
     entries = sorted(index, key=lambda e: e.first_entry_id)
@@ -341,7 +345,9 @@ def offload_user_metadata(
     }
 
 
-def pulsar_entry(payload: bytes, producer: str = "sandbox", sequence_id: int = 0, publish_ms: int = 0) -> bytes:
+def pulsar_entry(
+    payload: bytes, producer: str = "sandbox", sequence_id: int = 0, publish_ms: int = 0
+) -> bytes:
     """A minimal Pulsar entry: ``[int32 metadataSize][MessageMetadata][payload]`` (no checksum).
 
     MessageMetadata is hand-encoded: producer_name (1), sequence_id (2), publish_time (3).

@@ -397,7 +397,7 @@ def scan_ledgers(
     errors: list[dict[str, Any]] = []
     for r in reader.get(_walk_ledger_leaves(reader, root, level1_names, errors)):
         if r.error is not None:
-            row = {"path": r.path, "error": _error_text(r.error)}
+            row: dict[str, Any] = {"path": r.path, "error": _error_text(r.error)}
             try:
                 row["ledger_id"] = ledger_id_from_path(r.path, root)
             except Exception:  # noqa: BLE001
@@ -435,7 +435,8 @@ def _find_managed_ledgers(
     """ML names under the namespace prefixes (v2 ``t/ns/persistent/x``, v1 ``t/c/ns/persistent/x``)."""
 
     def fail(prefix: str, r: NodeRead) -> None:
-        row = {"managed_ledger": prefix, "path": r.path, "error": f"cannot list: {_error_text(r.error)}"}
+        problem = _error_text(r.error or Exception("unknown"))
+        row: dict[str, Any] = {"managed_ledger": prefix, "path": r.path, "error": f"cannot list: {problem}"}
         row.update(_name_columns(prefix + "/persistent/x"))
         row["topic"] = None
         errors.append((MANAGED_LEDGERS_T, row))
@@ -644,16 +645,15 @@ def schema_rows(
     latest = loc.latest
     rows = []
     seen = set()
-    for e in loc.index:
-        key = (e.version, e.ledger_id, e.entry_id)
-        seen.add(key)
+    for entry in loc.index:
+        seen.add((entry.version, entry.ledger_id, entry.entry_id))
         rows.append(
             dict(
                 base,
-                version=e.version,
-                ledger_id=e.ledger_id,
-                entry_id=e.entry_id,
-                is_latest=latest is not None and e.version == latest.version,
+                version=entry.version,
+                ledger_id=entry.ledger_id,
+                entry_id=entry.entry_id,
+                is_latest=latest is not None and entry.version == latest.version,
             )
         )
     if latest is not None and (latest.version, latest.ledger_id, latest.entry_id) not in seen:

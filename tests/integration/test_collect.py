@@ -1,0 +1,316 @@
+"""collect_inventory against a generated cluster on a real ZooKeeper, a real S3 server and Spark.
+
+The expected inventory comes from an independent, naive read of what the generator wrote (plain
+sequential kazoo walk, protobuf parsing, a plain S3 listing) plus the generator's ground truth.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Any
+from urllib.parse import unquote_plus
+
+import boto3
+import pytest
+from kazoo.security import make_acl
+
+from ledgerlens.collect import collect_inventory, load_inventory
+from ledgerlens.config import S3Source, ZooKeeperSource
+from ledgerlens.errors import SourceError
+from ledgerlens.formats.managed_ledger import decode_managed_ledger
+from ledgerlens.proto import schema_storage_pb2 as schpb
+from ledgerlens.sandbox.cluster import LONG_ID_BASE, default_now_ms, generate
+
+# Spark's Python workers must import ledgerlens: run them with this interpreter.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+# Executors take S3 credentials from their own environment, fixed when Spark starts: tests that
+# list the bucket request ``s3_server`` (which sets dummy credentials) before ``spark``.
+
+
+def _source(hosts: str, root: str, **kw: Any) -> ZooKeeperSource:
+    return ZooKeeperSource(
+        hosts=hosts,
+        ledgers_root=f"{root}/ledgers",
+        managed_ledgers_root=f"{root}/managed-ledgers",
+        schemas_root=f"{root}/schemas",
+        policies_root=f"{root}/admin/policies",
+        **kw,
+    )
+
+
+def _walk(zk: Any, path: str) -> dict[str, bytes]:
+    """Every node under ``path`` with its data (readable ones), sequentially."""
+    out: dict[str, bytes] = {}
+    stack = [path]
+    while stack:
+        p = stack.pop()
+        try:
+            out[p] = zk.get(p)[0]
+        except Exception:  # noqa: BLE001 - unreadable (NoAuth) nodes are still listed
+            out[p] = b"<unreadable>"
+        try:
+            stack.extend(f"{p}/{c}" for c in zk.get_children(p))
+        except Exception:  # noqa: BLE001
+            pass
+    return out
+
+
+def _rows(df: Any) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+@pytest.fixture
+def planted(zookeeper: Any, s3_server: Any, zk_client: Any, fresh_root: str, bucket: str) -> dict[str, Any]:
+    """A planted cluster plus a managed-ledger subtree that cannot be listed and non-offload keys."""
+    truth = generate(
+        zookeeper.hosts,
+        root=fresh_root,
+        s3_endpoint=s3_server.endpoint_url,
+        bucket=bucket,
+        scenario="planted",
+        now_ms=default_now_ms(),
+    )
+    no_read = [make_acl("world", "anyone", read=False, write=True, create=True, delete=True, admin=True)]
+    locked = f"{fresh_root}/managed-ledgers/acme/locked-ns"
+    zk_client.create(locked, b"", acl=no_read)
+    zk_client.create(f"{locked}/persistent", b"")
+    s3 = boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1")
+    for key in ("README.txt", "0-not-a-uuid", "zz/notes"):
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    return {"truth": truth, "locked": locked}
+
+
+def test_collect_planted_cluster(
+    s3_server: Any,
+    spark: Any,
+    zookeeper: Any,
+    zk_client: Any,
+    fresh_root: str,
+    bucket: str,
+    planted: Any,
+    tmp_path: Any,
+) -> None:
+    truth = planted["truth"]
+    zk = _source(zookeeper.hosts, fresh_root, max_in_flight=16, rate_limit=5000.0, tasks=3)
+    s3 = S3Source(bucket=bucket, endpoint_url=s3_server.endpoint_url, region="us-east-1")
+    inv = collect_inventory(spark, zk, s3, str(tmp_path / "inv"), progress=False)
+    assert inv.s3_scanned
+    assert set(inv.tables) == set(load_inventory(spark, inv.out_dir))
+    assert set(inv.timings) >= {"bk_ledgers", "managed_ledgers", "schema_ledgers", "namespace_policies"}
+    tables = {k: _rows(v) for k, v in load_inventory(spark, inv.out_dir).items()}
+    for name, rows in tables.items():
+        assert inv.counts[name] == len(rows), name
+    corrupt = {(f["component"], f["path"]) for f in truth.expected_of("corrupt_metadata")}
+
+    # --- bk_ledgers: every L<digits> leaf, nothing else; corrupt and unreadable ones as error rows.
+    lroot = f"{fresh_root}/ledgers"
+    nodes = _walk(zk_client, lroot)
+    leaves = {
+        p
+        for p in nodes
+        if p.rsplit("/", 1)[1].startswith("L")
+        and p.rsplit("/", 1)[1][1:].isdigit()
+        and "/underreplication" not in p
+    }
+    bk = tables["bk_ledgers"]
+    assert {r["path"] for r in bk} == leaves
+    assert len(bk) == truth.counts["bk_ledgers"]
+    assert all(
+        int(r["path"].replace(lroot, "").replace("/", "").replace("L", "")) == r["ledger_id"] for r in bk
+    )
+    assert not any(
+        s in r["path"]
+        for r in bk
+        for s in ("/available", "/cookies", "/underreplication", "/idgen", "/LAYOUT")
+    )
+    assert {r["path"] for r in bk if r["error"]} == {p for c, p in corrupt if c is None}
+    assert all(r["ledger_id"] is not None for r in bk)
+    noauth = [r for r in bk if r["error"] and "NoAuth" in r["error"]]
+    assert len(noauth) == 1
+    long_rows = [r for r in bk if r["ledger_id"] >= LONG_ID_BASE]
+    assert long_rows and all(r["path"].count("/") == lroot.count("/") + 5 for r in long_rows)
+    assert any(not r["error"] for r in long_rows)
+    good = [r for r in bk if not r["error"]]
+    assert all(r["ctime_ms"] is not None and r["znode_ctime_ms"] is not None for r in good)
+    assert any(r["format_version"] == 1 for r in good) and any(r["format_version"] == 2 for r in good)
+    compacted = [r for r in good if r["component"] == "compacted-ledger"]
+    assert compacted and all(r["compacted_topic"] and r["application"] == "pulsar" for r in compacted)
+    buckets = [r for r in good if r["component"] == "delayed-index-bucket"]
+    assert buckets and all(r["bucket_key"] and r["delayed_topic"] and r["delayed_cursor"] for r in buckets)
+    assert any(r["cursor"] for r in good if r["component"] == "managed-ledger")
+    assert any(r["schema_id"] for r in good if r["component"] == "schema")
+
+    # --- managed ledgers: every ML node of the v2 and v1 layouts, lists as stored.
+    mroot = f"{fresh_root}/managed-ledgers"
+    mnodes = _walk(zk_client, mroot)
+    ml_paths = {
+        p
+        for p in mnodes
+        if (parts := p[len(mroot) + 1 :].split("/"))
+        and (len(parts) == 4 and parts[2] == "persistent" or len(parts) == 5 and parts[3] == "persistent")
+    }
+    mls = tables["managed_ledgers"]
+    assert {r["path"] for r in mls if r["path"] != planted["locked"]} == ml_paths
+    assert len(ml_paths) == truth.counts["managed_ledgers"]
+    assert {r["path"] for r in mls if r["error"] and r["path"] in ml_paths} == {
+        p for c, p in corrupt if c == "managed-ledger"
+    }
+    locked = [r for r in mls if r["path"] == planted["locked"]]
+    assert (
+        len(locked) == 1
+        and locked[0]["managed_ledger"] == "acme/locked-ns"
+        and "NoAuth" in locked[0]["error"]
+    )
+    assert any(r["namespace"] == "legacy/us-west/app" for r in mls)
+    by_ml: dict[str, list[dict[str, Any]]] = {}
+    for r in tables["ml_ledgers"]:
+        by_ml.setdefault(r["managed_ledger"], []).append(r)
+    for r in mls:
+        if r["error"]:
+            assert r["managed_ledger"] not in by_ml
+            continue
+        assert r["managed_ledger"] == r["path"][len(mroot) + 1 :]
+        want = [li.ledger_id for li in decode_managed_ledger(mnodes[r["path"]], path=r["path"]).ledgers]
+        got = sorted(by_ml.get(r["managed_ledger"], []), key=lambda x: x["position"])
+        assert [x["ledger_id"] for x in got] == want, r["managed_ledger"]
+        assert r["ledger_count"] == len(want)
+        if got:
+            assert got[-1]["is_last"] and not any(x["is_last"] for x in got[:-1])
+    offloaded = [r for r in tables["ml_ledgers"] if r["offload_uuid"]]
+    assert offloaded and any(r["offload_complete"] and r["offload_bookkeeper_deleted"] for r in offloaded)
+    assert all(r["offload_bucket"] == bucket for r in offloaded)
+
+    # --- cursors: every child of every ML node, decoded names, properties.
+    cursors = tables["cursors"]
+    want_cursors = {(p, c) for p in ml_paths for c in zk_client.get_children(p)}
+    assert {(r["path"].rsplit("/", 1)[0], r["cursor_node"]) for r in cursors} == want_cursors
+    assert len(cursors) == truth.counts["cursors"]
+    assert all(r["cursor"] == unquote_plus(r["cursor_node"]) for r in cursors)
+    audit = [r for r in cursors if r["cursor"] == "audit %sub ü"]
+    assert (
+        len(audit) == 1
+        and audit[0]["cursor_node"] == "audit+%25sub+%C3%BC"
+        and audit[0]["compression"] == "SNAPPY"
+    )
+    compaction = [r for r in cursors if r["cursor"] == "__compaction"]
+    assert compaction[0]["properties"]["CompactedTopicLedger"] in {r["ledger_id"] for r in compacted}
+    sched = [r for r in cursors if r["cursor"] == "scheduler"]
+    assert {int(v) for v in sched[0]["cursor_properties"].values()} <= {r["ledger_id"] for r in buckets}
+    assert len(sched[0]["cursor_properties"]) == 2
+    assert {r["path"] for r in cursors if r["error"]} == {p for c, p in corrupt if c == "cursor"}
+    assert all(r["managed_ledger"] for r in cursors)
+
+    # --- schemas: one row per index entry, the latest flagged.
+    sroot = f"{fresh_root}/schemas"
+    want_schema = set()
+    for p, data in _walk(zk_client, sroot).items():
+        if p.count("/") - sroot.count("/") == 3:
+            loc = schpb.SchemaLocator.FromString(data)
+            for e in loc.index:
+                want_schema.add(
+                    (p[len(sroot) + 1 :], e.version, e.position.ledgerId, e.version == loc.info.version)
+                )
+    sch = tables["schema_ledgers"]
+    assert {(r["schema_id"], r["version"], r["ledger_id"], r["is_latest"]) for r in sch} == want_schema
+    assert len({r["schema_id"] for r in sch}) == truth.counts["schemas"]
+    assert not any(r["error"] for r in sch)
+
+    # --- policies
+    pol = {r["namespace"]: r for r in tables["namespace_policies"]}
+    assert len(pol) == truth.counts["namespaces"]
+    assert (pol["acme/orders"]["retention_minutes"], pol["acme/orders"]["retention_mb"]) == (
+        7 * 24 * 60,
+        10240,
+    )
+    assert pol["public/default"]["retention_minutes"] is None
+    assert pol["acme/payments"]["offload_deletion_lag_ms"] == 3_600_000
+    assert pol["legacy/us-west/app"]["retention_minutes"] == -1
+    assert not any(r["error"] for r in pol.values())
+
+    # --- offload objects: every offload key of the bucket; other keys counted only.
+    s3c = boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1")
+    keys = [
+        o["Key"]
+        for page in s3c.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        for o in page["Contents"]
+    ]
+    objs = tables["offload_objects"]
+    assert {r["key"] for r in objs} == set(keys) - {"README.txt", "0-not-a-uuid", "zz/notes"}
+    assert len(objs) == truth.counts["offload_objects"]
+    assert inv.counts["s3.not_offload"] == 3 and inv.counts["s3.keys"] == len(keys)
+    assert all(r["bucket"] == bucket and r["size"] > 0 and r["last_modified_ms"] > 0 for r in objs)
+    assert {r["role"] for r in objs} == {"data", "index"} and {r["layout"] for r in objs} == {"ledger"}
+    for r in objs:
+        assert r["key"].startswith(f"{r['uuid']}-ledger-{r['ledger_id']}")
+
+
+def test_collect_without_s3_and_unreachable_zookeeper(
+    spark: Any, zookeeper: Any, fresh_root: str, tmp_path: Any
+) -> None:
+    generate(zookeeper.hosts, root=fresh_root, scenario="healthy", now_ms=default_now_ms())
+    out = str(tmp_path / "inv")
+    inv = collect_inventory(spark, _source(zookeeper.hosts, fresh_root), None, out, progress=False)
+    assert not inv.s3_scanned and "offload_objects" not in load_inventory(spark, out)
+    assert set(load_inventory(spark, out)) == set(inv.tables)
+    assert inv.counts["bk_ledgers"] > 0
+    jobs_before = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    with pytest.raises(SourceError, match="127.0.0.1:1"):
+        collect_inventory(
+            spark,
+            ZooKeeperSource(hosts="127.0.0.1:1", timeout_s=2),
+            None,
+            str(tmp_path / "x"),
+            progress=False,
+        )
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before
+
+
+_LOCAL_CLUSTER = textwrap.dedent(
+    """
+    import json, sys
+    from pyspark.sql import SparkSession
+    from ledgerlens.spark import configure
+    from ledgerlens.config import ZooKeeperSource
+    from ledgerlens.collect import collect_inventory
+    hosts, root, out = sys.argv[1:4]
+    spark = configure(SparkSession.builder, master="local-cluster[2,1,1024]").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    zk = ZooKeeperSource(hosts=hosts, ledgers_root=root + "/ledgers",
+                         managed_ledgers_root=root + "/managed-ledgers", schemas_root=root + "/schemas",
+                         policies_root=root + "/admin/policies", tasks=4)
+    inv = collect_inventory(spark, zk, None, out, progress=False)
+    executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+    print("RESULT " + json.dumps({"counts": inv.counts, "executors": executors,
+                                  "master": spark.sparkContext.master}))
+    spark.stop()
+    """
+)
+
+
+def test_collect_on_local_cluster(zookeeper: Any, fresh_root: str, tmp_path: Any) -> None:
+    """Tasks serialize and run on separate executor JVMs/Python workers (``local-cluster`` master)."""
+    truth = generate(zookeeper.hosts, root=fresh_root, scenario="healthy", now_ms=default_now_ms())
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOCAL_CLUSTER, zookeeper.hosts, fresh_root, str(tmp_path / "inv")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-4000:]
+    result = json.loads(lines[-1][len("RESULT ") :])
+    assert result["master"] == "local-cluster[2,1,1024]" and result["executors"] == 2
+    counts = result["counts"]
+    for table in ("bk_ledgers", "managed_ledgers", "cursors"):
+        assert counts[table] == truth.counts[table], table
+    assert counts["bk_ledgers.reads"] >= counts["bk_ledgers"]
+    assert counts["bk_ledgers.errors"] == 0 and counts["managed_ledgers.errors"] == 0

@@ -1,0 +1,526 @@
+"""The audit rules of docs/audit-rules.md on small, hand-built inventories.
+
+Four inventories, each audited once (Spark actions are the cost here):
+
+- ``main``: every rule's positive case, its threshold boundary (just inside / just outside) and
+  negative controls, each scenario in its own namespace so the assertions stay separate;
+- ``main`` without ``offload_objects``: the offload rules are silent, the others unchanged;
+- ``blind``: undecodable metadata hides what it may own;
+- ``healthy``: a consistent cluster gives no finding at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from ledgerlens import schemas
+from ledgerlens.audit import KINDS, run_audit, summarize
+from ledgerlens.config import AuditConfig
+
+pytestmark = [pytest.mark.spark, pytest.mark.unit]
+
+NOW = 1_800_000_000_000
+H = 3_600_000
+D = 24 * H
+MB = 1024 * 1024
+OLD = NOW - 30 * D
+CFG = AuditConfig(as_of_ms=NOW)  # orphan 24h, incomplete 24h, lag 4h, retention 0/0, grace 6h, 7d, 7d
+OFFLOAD_KINDS = {"orphan_offload_object", "missing_offload_object", "incomplete_offload", "offloaded_not_deleted"}
+
+
+# --------------------------------------------------------------------------------------------------
+# Inventory builders: one dict per row, unspecified columns null
+# --------------------------------------------------------------------------------------------------
+
+
+def _ns(name: str) -> tuple[str, str]:
+    parts = name.split("/")
+    return parts[0], "/".join(parts[:2])
+
+
+def bk(lid: int, ml: str | None = None, **kw: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "ledger_id": lid,
+        "path": f"/ledgers/L{lid:010d}",
+        "state": "CLOSED",
+        "length": 100,
+        "ctime_ms": OLD,
+        "application": "pulsar",
+        "component": "managed-ledger",
+        "managed_ledger": ml,
+    }
+    row.update(kw)
+    return row
+
+
+def ml(name: str, **kw: Any) -> dict[str, Any]:
+    t, ns = _ns(name)
+    return {"managed_ledger": name, "path": f"/managed-ledgers/{name}", "tenant": t, "namespace": ns, **kw}
+
+
+def ledgers(name: str, *specs: dict[str, Any]) -> list[dict[str, Any]]:
+    """ml_ledgers rows of one managed ledger, oldest first; the last one ``is_last``."""
+    t, ns = _ns(name)
+    out = []
+    for i, s in enumerate(specs):
+        row = {"managed_ledger": name, "tenant": t, "namespace": ns, "position": i}
+        row.update({"is_last": i == len(specs) - 1, "size": 100, "entries": 10})
+        row["timestamp_ms"] = 0 if row["is_last"] else OLD
+        row.update(s)
+        out.append(row)
+    return out
+
+
+def cur(name: str, cursor: str, mdl: int | None, **kw: Any) -> dict[str, Any]:
+    t, ns = _ns(name)
+    row = {
+        "managed_ledger": name,
+        "tenant": t,
+        "namespace": ns,
+        "cursor": cursor,
+        "cursor_node": cursor,
+        "path": f"/managed-ledgers/{name}/{cursor}",
+        "cursors_ledger_id": -1,
+        "mark_delete_ledger_id": mdl,
+        "mark_delete_entry_id": 0,
+        "last_active_ms": NOW - H,
+    }
+    row.update(kw)
+    return row
+
+
+def pol(ns: str, minutes: int | None, mb: int | None, **kw: Any) -> dict[str, Any]:
+    return {
+        "tenant": ns.split("/")[0],
+        "namespace": ns,
+        "path": f"/admin/policies/{ns}",
+        "retention_minutes": minutes,
+        "retention_mb": mb,
+        **kw,
+    }
+
+
+def schema_ref(schema_id: str, lid: int | None, **kw: Any) -> dict[str, Any]:
+    t, ns = _ns(schema_id)
+    return {"schema_id": schema_id, "path": f"/schemas/{schema_id}", "tenant": t, "namespace": ns, "version": 0,
+            "ledger_id": lid, "is_latest": True, **kw}  # fmt: skip
+
+
+def obj(key: str, uuid: str, lid: int | None, role: str = "data", **kw: Any) -> dict[str, Any]:
+    layout = "ledger" if lid is not None else "streaming"
+    row = {"bucket": "tier", "key": key, "size": 10, "last_modified_ms": OLD, "uuid": uuid, "ledger_id": lid,
+           "role": role, "layout": layout}  # fmt: skip
+    row.update(kw)
+    return row
+
+
+def pair(uuid: str, lid: int, **kw: Any) -> list[dict[str, Any]]:
+    """The data and index objects of a per-ledger offload."""
+    data = f"{uuid}-ledger-{lid}"
+    return [obj(data, uuid, lid, "data", **kw), obj(f"{data}-index", uuid, lid, "index", **kw)]
+
+
+def offloaded(uuid: str, ts: int = OLD, **kw: Any) -> dict[str, Any]:
+    return {"offload_uuid": uuid, "offload_complete": True, "offload_timestamp_ms": ts, **kw}
+
+
+def build(spark: Any, rows: Mapping[str, list[dict[str, Any]]], *, objects: bool = True) -> dict[str, Any]:
+    """Inventory DataFrames with the declared schemas (absent columns null)."""
+    out = {}
+    for name, schema in schemas.INVENTORY.items():
+        if name == "offload_objects" and not objects:
+            continue
+        data = [schemas.to_row(schema, r) for r in rows.get(name, [])]
+        out[name] = spark.createDataFrame(data, schema)
+    return out
+
+
+def audit(spark: Any, rows: Mapping[str, list[dict[str, Any]]], **kw: Any) -> list[dict[str, Any]]:
+    objects = kw.pop("objects", True)
+    df = run_audit(build(spark, rows, objects=objects), CFG, **kw)
+    assert df.schema == schemas.FINDINGS
+    return [r.asDict() for r in df.collect()]
+
+
+def of(findings: list[dict[str, Any]], kind: str) -> dict[Any, dict[str, Any]]:
+    """Findings of one kind keyed by ledger id (or object key / cursor when that identifies them)."""
+    out: dict[Any, dict[str, Any]] = {}
+    for f in findings:
+        if f["kind"] != kind:
+            continue
+        key = f["object_key"] or (f["cursor"] if kind == "inactive_cursor" else None) or f["ledger_id"]
+        if kind == "corrupt_metadata":
+            key = f["path"]
+        assert key not in out, f"duplicate {kind} {key}"
+        out[key] = f
+    return out
+
+
+def ev(f: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(f["evidence"])
+
+
+# --------------------------------------------------------------------------------------------------
+# The main inventory
+# --------------------------------------------------------------------------------------------------
+
+LIVE = "o/ns/persistent/live"
+MISS = "m/ns/persistent/t"
+RET = "r/ns/persistent/"
+IDLE = "i/ns/persistent/t"
+OFF = "f/ns/persistent/t"
+STREAM = "f/ns/persistent/st"
+YOUNG_OPEN = {"state": "OPEN", "ctime_ms": NOW - H}
+
+
+def _main_rows() -> dict[str, list[dict[str, Any]]]:
+    bks: list[dict[str, Any]] = []
+    mls: list[dict[str, Any]] = []
+    mll: list[dict[str, Any]] = []
+    curs: list[dict[str, Any]] = []
+    objs: list[dict[str, Any]] = []
+    pols = [pol(ns, -1, -1) for ns in ("o/ns", "m/ns", "p/ns", "i/ns", "f/ns", "r/inf")]
+    pols += [pol("r/ns", 60, -1), pol("r/size", -1, 1), pol("e/ns", None, None, error="truncated JSON")]
+
+    # orphans and unattributed ledgers
+    bks += [
+        bk(100, "o/ns/persistent/gone"),  # owner gone
+        bk(101, LIVE, cursor="sub"),  # cursor ledger the cursor no longer references
+        bk(102, component="schema", schema_id="o/ns/old"),
+        bk(103, component="compacted-ledger", compacted_topic="persistent://o/ns/live"),
+        bk(104, component="delayed-index-bucket", delayed_topic="persistent://o/ns/live", delayed_cursor="sub"),
+        bk(105, "o/ns/persistent/gone", ctime_ms=NOW - D),  # exactly min_orphan_age: reported
+        bk(106, "o/ns/persistent/gone", ctime_ms=NOW - D + 1),  # young orphan: silent
+        bk(107, application=None, component=None),  # unattributed
+        bk(108, application=None, component=None),  # unattributed but referenced: silent
+        bk(109, application="other", component=None, ctime_ms=NOW - D + 1),  # young: silent
+        bk(115, component="schema", schema_id="s/ns/bad"),  # schema locator undecodable: silent
+        {"ledger_id": 116, "path": "/ledgers/L0000000116", "error": "bad protobuf"},  # corrupt
+        bk(117, component=None),  # pulsar, owner unknown, a (schema) blind spot exists: silent
+        bk(120, LIVE),
+    ]
+    mls.append(ml(LIVE))
+    mll += ledgers(LIVE, {"ledger_id": 108}, {"ledger_id": 120})
+    curs.append(cur(LIVE, "sub", 120))
+
+    # missing ledgers
+    mls.append(ml(MISS))
+    mll += ledgers(
+        MISS,
+        {"ledger_id": 200},  # absent from BookKeeper
+        {"ledger_id": 201, **offloaded("u201", offload_bookkeeper_deleted=True)},  # lives in S3
+        {"ledger_id": 202},
+    )
+    objs += pair("u201", 201)
+    bks.append(bk(202, MISS, **YOUNG_OPEN))
+    curs.append(
+        cur(MISS, "c1", 202, cursors_ledger_id=203, properties={"CompactedTopicLedger": 116},
+            cursor_properties={"#pulsar.internal.delayed.bucket_1_2": "205", "other": "999"})  # fmt: skip
+    )
+    schema_rows = [schema_ref("m/ns/t", 204), schema_ref("s/ns/bad", None, error="bad SchemaLocator")]
+
+    # open ledgers
+    for name, lid, b in (
+        ("open1", 300, {"state": "OPEN", "ctime_ms": NOW - 7 * D}),  # exactly the limit: reported
+        ("open2", 301, {"state": "OPEN", "ctime_ms": NOW - 7 * D + 1}),
+        ("closed", 302, {}),
+    ):
+        mls.append(ml(f"p/ns/persistent/{name}"))
+        mll += ledgers(f"p/ns/persistent/{name}", {"ledger_id": lid, "size": 50})
+        bks.append(bk(lid, f"p/ns/persistent/{name}", **b))
+
+    # retention (r/ns: 60 minutes)
+    def topic(name: str, specs: list[dict[str, Any]], cursors: list[tuple[str, int]] = ()) -> None:  # type: ignore[assignment]
+        mls.append(ml(name))
+        mll.extend(ledgers(name, *specs))
+        for s in specs:
+            last = s is specs[-1]
+            bks.append(bk(s["ledger_id"], name, **(YOUNG_OPEN if last else {})))
+        curs.extend(cur(name, c, m) for c, m in cursors)
+
+    topic(RET + "walk", [{"ledger_id": 400}, {"ledger_id": 401, "timestamp_ms": NOW - 30 * 60_000},
+                         {"ledger_id": 402}, {"ledger_id": 403}], [("s", 403)])  # fmt: skip
+    topic(RET + "grace", [{"ledger_id": 410, "timestamp_ms": NOW - 6 * H},
+                          {"ledger_id": 411, "timestamp_ms": NOW - 6 * H + 1}, {"ledger_id": 412}], [("s", 412)])  # fmt: skip
+    topic(RET + "slow", [{"ledger_id": i} for i in (420, 421, 422, 423)], [("a", 422), ("b", 421)])
+    topic(RET + "nocursor", [{"ledger_id": 430}, {"ledger_id": 431}])
+    topic("r/inf/persistent/t", [{"ledger_id": 440}, {"ledger_id": 441}])  # -1: infinite
+    topic("r/size/persistent/t", [{"ledger_id": 450, "size": MB}, {"ledger_id": 451, "size": 1},
+                                  {"ledger_id": 452, "size": 0}])  # fmt: skip
+    topic("r/size/persistent/t2", [{"ledger_id": 455, "size": MB}, {"ledger_id": 456, "size": 0}])  # == quota
+    topic("r/dflt/persistent/t", [{"ledger_id": 480}, {"ledger_id": 481}])  # no policies: defaults 0/0
+    topic("e/ns/persistent/t", [{"ledger_id": 470}, {"ledger_id": 471}])  # policies undecodable: silent
+
+    # inactive cursors
+    topic(IDLE, [{"ledger_id": 500, "size": 100}, {"ledger_id": 501, "size": 200}, {"ledger_id": 502, "size": 300}])
+    curs += [
+        cur(IDLE, "idle", 501, last_active_ms=NOW - 7 * D),  # exactly the limit: reported
+        cur(IDLE, "recent", 500, last_active_ms=NOW - 7 * D + 1),
+        cur(IDLE, "zero", 500, last_active_ms=0),
+        cur(IDLE, "caught-up", 502, last_active_ms=OLD),  # holds only the last ledger
+    ]
+
+    # offload (default lag 4h, audited bucket "tier")
+    mls += [ml(OFF), ml(STREAM)]
+    mll += ledgers(
+        OFF,
+        {"ledger_id": 600, **offloaded("u600", NOW - 4 * H - 1)},  # lag passed by 1 ms
+        {"ledger_id": 601, **offloaded("u601", NOW - 4 * H)},  # lag not passed
+        {"ledger_id": 602, **offloaded("u602")},  # index object absent
+        {"ledger_id": 603, **offloaded("u603", offload_bookkeeper_deleted=True)},  # both absent, BK gone
+        {"ledger_id": 604, **offloaded("u604", offload_bucket="other")},  # another bucket: unchecked
+        {"ledger_id": 605, "offload_uuid": "u605", "offload_complete": False},
+        {"ledger_id": 606, "offload_uuid": "u606", "offload_complete": False},
+        {"ledger_id": 607},
+    )
+    bks += [bk(i, OFF) for i in (600, 601, 602, 604, 605, 606)] + [bk(607, OFF, **YOUNG_OPEN)]
+    objs += pair("u600", 600) + pair("u601", 601) + pair("u602", 602)[:1]
+    objs += [obj("u605-ledger-605", "u605", 605, last_modified_ms=NOW - D)]  # exactly the limit
+    objs += [obj("u606-ledger-606", "u606", 606, last_modified_ms=NOW - D + 1)]
+    objs += pair("u999", 999) + pair("u998", 998, last_modified_ms=NOW - D + 1) + pair("u600old", 600)[:1]
+    seg = [{"uuid": "s1", "complete": True}]
+    mll += ledgers(
+        STREAM,
+        {"ledger_id": 610, **offloaded(None), "offload_segments": seg},
+        {"ledger_id": 611, **offloaded(None), "offload_segments": [{"uuid": "s2", "complete": True}]},
+        {"ledger_id": 612},
+    )
+    bks.append(bk(612, STREAM, **YOUNG_OPEN))
+    objs += [obj("s1", "s1", None), obj("s1-index", "s1", None, "index"), obj("s2", "s2", None)]
+    objs += [obj("s9", "s9", None)]  # streaming object no segment references
+
+    return {
+        "bk_ledgers": bks,
+        "managed_ledgers": mls,
+        "ml_ledgers": mll,
+        "cursors": curs,
+        "schema_ledgers": schema_rows,
+        "namespace_policies": pols,
+        "offload_objects": objs,
+    }
+
+
+@pytest.fixture(scope="module")
+def main_rows() -> dict[str, list[dict[str, Any]]]:
+    return _main_rows()
+
+
+@pytest.fixture(scope="module")
+def main(spark: Any, main_rows: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return audit(spark, main_rows, offload_bucket="tier")
+
+
+def test_findings_are_sorted_typed_and_of_known_kinds(main: list[dict[str, Any]]) -> None:
+    assert {f["kind"] for f in main} == set(KINDS)
+    rank = {"critical": 0, "warning": 1, "info": 2}
+    keys = [(rank[f["severity"]], f["kind"], f["managed_ledger"] or "", f["ledger_id"] or -1) for f in main]
+    assert keys == sorted(keys)
+    assert all(f["action"] in schemas.ACTIONS for f in main)
+    assert all(isinstance(ev(f), dict) for f in main)
+
+
+def test_orphan_ledgers(main: list[dict[str, Any]]) -> None:
+    got = of(main, "orphan_ledger")
+    assert set(got) == {100, 101, 102, 103, 104, 105}
+    comp = {k: (f["component"], f["managed_ledger"], f["cursor"]) for k, f in got.items()}
+    assert comp == {
+        100: ("managed-ledger", "o/ns/persistent/gone", None),
+        101: ("cursor", LIVE, "sub"),
+        102: ("schema", None, None),
+        103: ("compacted-ledger", LIVE, None),
+        104: ("delayed-index-bucket", LIVE, "sub"),
+        105: ("managed-ledger", "o/ns/persistent/gone", None),
+    }
+    f = got[100]
+    assert (f["severity"], f["action"], f["bytes"], f["path"]) == ("warning", "delete_ledger", 100, "/ledgers/L0000000100")
+    assert (f["tenant"], f["namespace"], f["age_seconds"]) == ("o", "o/ns", 30 * 86400)
+    assert ev(f)["owner_exists"] is False and ev(f)["ctime_ms"] == OLD
+    assert ev(got[101])["owner_exists"] is True and ev(got[101])["owner_path"] == f"/managed-ledgers/{LIVE}"
+    assert ev(got[102])["schema_id"] == "o/ns/old"
+
+
+def test_unattributed_ledgers(main: list[dict[str, Any]]) -> None:
+    got = of(main, "unattributed_ledger")
+    assert set(got) == {107}  # 108 is referenced, 109 is young
+    assert (got[107]["severity"], got[107]["component"], got[107]["action"]) == ("info", None, "none")
+
+
+def test_missing_ledgers(main: list[dict[str, Any]]) -> None:
+    got = of(main, "missing_ledger")
+    # 201/603/610/611 are offloaded-complete; 116 has a (corrupt) BookKeeper row
+    assert set(got) == {200, 203, 204, 205}
+    assert all(f["severity"] == "critical" and f["action"] == "investigate" for f in got.values())
+    assert (got[200]["component"], got[200]["path"], got[200]["bytes"]) == (
+        "managed-ledger", f"/managed-ledgers/{MISS}", 100)  # fmt: skip
+    assert ev(got[200])["owner_path"] == f"/managed-ledgers/{MISS}"
+    assert (got[203]["component"], got[203]["cursor"], got[203]["path"]) == (
+        "cursor", "c1", f"/managed-ledgers/{MISS}/c1")  # fmt: skip
+    assert (got[204]["component"], got[204]["path"], got[204]["namespace"]) == ("schema", "/schemas/m/ns/t", "m/ns")
+    assert got[205]["component"] == "delayed-index-bucket"
+    assert ev(got[205])["property"] == "#pulsar.internal.delayed.bucket_1_2"
+
+
+def test_open_ledger_overdue(main: list[dict[str, Any]]) -> None:
+    got = of(main, "open_ledger_overdue")
+    assert set(got) == {300}
+    f = got[300]
+    assert (f["managed_ledger"], f["bytes"], f["age_seconds"], f["path"]) == (
+        "p/ns/persistent/open1", 50, 7 * 86400, "/managed-ledgers/p/ns/persistent/open1")  # fmt: skip
+
+
+def test_retention_walk(main: list[dict[str, Any]]) -> None:
+    got = of(main, "retention_overdue")
+    # walk: 401 is within retention, so 402 is kept although expired; grace: 411 is 1 ms too young;
+    # slow: cursor b at 421; size: 450 alone exceeds 1 MB with what follows, 455 only equals it;
+    # r/inf: -1 is infinite; e/ns: policies undecodable
+    assert set(got) == {400, 410, 420, 430, 450, 480}
+    assert all(f["action"] == "load_topic" and f["component"] == "managed-ledger" for f in got.values())
+    e = ev(got[420])
+    assert (e["per"], e["slowest_ledger_id"], e["slowest_cursor"], e["retention_minutes"]) == ("ledger", 421, "b", 60)
+    e = ev(got[450])
+    assert (e["retention_mb"], e["retention_minutes"], e["over_size"], e["size_from_here"]) == (1, -1, True, MB + 1)
+    assert (ev(got[480])["retention_minutes"], ev(got[480])["retention_mb"]) == (0, 0)
+    assert got[400]["path"] == f"/managed-ledgers/{RET}walk" and got[400]["age_seconds"] == 30 * 86400
+
+
+def test_inactive_cursor(main: list[dict[str, Any]]) -> None:
+    got = of(main, "inactive_cursor")
+    assert set(got) == {"idle"}
+    f = got["idle"]
+    assert (f["bytes"], f["path"], f["ledger_id"], f["age_seconds"]) == (200, f"/managed-ledgers/{IDLE}/idle", None, 7 * 86400)
+    assert ev(f)["per"] == "cursor" and ev(f)["held_ledgers"] == 1
+
+
+def test_corrupt_metadata(main: list[dict[str, Any]]) -> None:
+    got = of(main, "corrupt_metadata")
+    assert set(got) == {"/ledgers/L0000000116", "/schemas/s/ns/bad", "/admin/policies/e/ns"}
+    assert {p: (f["component"], ev(f)["table"]) for p, f in got.items()} == {
+        "/ledgers/L0000000116": (None, "bk_ledgers"),
+        "/schemas/s/ns/bad": ("schema", "schema_ledgers"),
+        "/admin/policies/e/ns": (None, "namespace_policies"),
+    }
+    assert ev(got["/ledgers/L0000000116"])["problem"] == "bad protobuf"
+    assert got["/ledgers/L0000000116"]["ledger_id"] == 116
+
+
+def test_offload_rules(main: list[dict[str, Any]]) -> None:
+    orphans = of(main, "orphan_offload_object")
+    assert set(orphans) == {"u999-ledger-999", "u999-ledger-999-index", "u600old-ledger-600", "s9"}
+    assert orphans["s9"]["ledger_id"] is None and orphans["u999-ledger-999"]["action"] == "delete_object"
+    missing = of(main, "missing_offload_object")
+    assert {k: f["severity"] for k, f in missing.items()} == {
+        "u602-ledger-602-index": "warning",
+        "u603-ledger-603": "critical",
+        "u603-ledger-603-index": "critical",
+        "s2-index": "critical",
+    }
+    assert missing["s2-index"]["ledger_id"] == 611 and missing["u603-ledger-603"]["managed_ledger"] == OFF
+    incomplete = of(main, "incomplete_offload")
+    assert set(incomplete) == {"u605-ledger-605"}
+    assert incomplete["u605-ledger-605"]["bytes"] == 10 and ev(incomplete["u605-ledger-605"])["keys"] == [
+        "u605-ledger-605"
+    ]
+    ond = of(main, "offloaded_not_deleted")
+    assert set(ond) == {600}  # 601: lag not passed; 602: object missing; 604: other bucket
+    assert (ond[600]["bytes"], ond[600]["action"], ev(ond[600])["offload_deletion_lag_ms"]) == (100, "load_topic", 4 * H)
+
+
+def test_without_offload_objects_only_offload_rules_are_silent(
+    spark: Any, main: list[dict[str, Any]], main_rows: dict[str, list[dict[str, Any]]]
+) -> None:
+    got = audit(spark, main_rows, objects=False)
+    assert not {f["kind"] for f in got} & OFFLOAD_KINDS
+    assert got == [f for f in main if f["kind"] not in OFFLOAD_KINDS]
+
+
+def test_summarize(spark: Any, main: list[dict[str, Any]]) -> None:
+    df = spark.createDataFrame([schemas.to_row(schemas.FINDINGS, f) for f in main], schemas.FINDINGS)
+    s = summarize(df)
+    assert s["total_findings"] == len(main)
+    assert s["counts_by_kind"]["orphan_ledger"] == 6
+    assert s["bytes_by_kind"]["orphan_ledger"] == 600
+    assert sum(s["counts_by_severity"].values()) == len(main)
+
+
+# --------------------------------------------------------------------------------------------------
+# Blind spots
+# --------------------------------------------------------------------------------------------------
+
+
+def test_blind_spots_hide_what_they_may_own(spark: Any) -> None:
+    rows = {
+        "managed_ledgers": [
+            ml("b/ns/persistent/broken", error="bad 0x4778 envelope"),
+            {"managed_ledger": "c/ns", "path": "/managed-ledgers/c/ns", "error": "cannot list"},  # a subtree
+            ml("b/ns/persistent/cur"),
+        ],
+        "cursors": [{**cur("b/ns/persistent/cur", None, None), "path": "/managed-ledgers/b/ns/persistent/cur/s",
+                     "error": "bad ManagedCursorInfo"}],  # fmt: skip
+        "ml_ledgers": ledgers("b/ns/persistent/cur", {"ledger_id": 710}, {"ledger_id": 711}),
+        "bk_ledgers": [
+            bk(700, "b/ns/persistent/broken"),
+            bk(702, "c/ns/persistent/any"),
+            bk(703, "b/ns/persistent/broken2"),  # a name prefix, not a path prefix: still an orphan
+            bk(704, "b/ns/persistent/cur", cursor="s"),
+            bk(705, component=None),  # owner unknown while blind spots exist
+            bk(706, component="compacted-ledger", compacted_topic="persistent://c/ns/x"),
+            bk(710, "b/ns/persistent/cur"),
+            bk(711, "b/ns/persistent/cur", **YOUNG_OPEN),
+        ],
+        "namespace_policies": [pol("b/ns", 60, -1), pol("c/ns", 60, -1)],  # 710 would be overdue
+        "offload_objects": pair("zz", 1),  # object's owner unknown while blind spots exist
+    }
+    got = audit(spark, rows)
+    assert sorted((f["kind"], f["ledger_id"] or f["path"]) for f in got) == [
+        ("corrupt_metadata", "/managed-ledgers/b/ns/persistent/broken"),
+        ("corrupt_metadata", "/managed-ledgers/b/ns/persistent/cur/s"),
+        ("corrupt_metadata", "/managed-ledgers/c/ns"),
+        ("orphan_ledger", 703),
+    ]
+    corrupt = {f["path"]: f for f in got if f["kind"] == "corrupt_metadata"}
+    assert corrupt["/managed-ledgers/b/ns/persistent/cur/s"]["component"] == "cursor"
+    assert corrupt["/managed-ledgers/c/ns"]["component"] == "managed-ledger"
+
+
+# --------------------------------------------------------------------------------------------------
+# A healthy cluster
+# --------------------------------------------------------------------------------------------------
+
+
+def test_healthy_inventory_gives_no_finding(spark: Any) -> None:
+    t = "h/ns/persistent/t"
+    legacy = "h/ns/persistent/legacy"
+    rows = {
+        "managed_ledgers": [ml(t), ml(legacy)],
+        "ml_ledgers": ledgers(
+            t,
+            {"ledger_id": 1, **offloaded("u1", offload_bookkeeper_deleted=True)},  # in S3, deleted from BK
+            {"ledger_id": 2, **offloaded("u2", NOW - H)},  # in S3, lag not passed
+            {"ledger_id": 3, "timestamp_ms": NOW - H},
+            {"ledger_id": 4},
+        )
+        + ledgers(legacy, {"ledger_id": 9}),
+        "bk_ledgers": [
+            bk(2, t),
+            bk(3, t),
+            bk(4, t, **YOUNG_OPEN),
+            bk(5, t, cursor="sub"),
+            bk(6, component="compacted-ledger", compacted_topic="persistent://h/ns/t"),
+            bk(7, component="delayed-index-bucket", delayed_topic="persistent://h/ns/t"),
+            bk(8, component="schema", schema_id="h/ns/t"),
+            bk(9, application=None, component=None),  # pre-2019 ledger, referenced
+            bk(10, t, ctime_ms=NOW - H),  # just created, not yet in the ML list
+        ],
+        "cursors": [
+            cur(t, "sub", 3, cursors_ledger_id=5, properties={"CompactedTopicLedger": 6},
+                cursor_properties={"#pulsar.internal.delayed.bucket_3_4": "7"}),  # fmt: skip
+        ],
+        "schema_ledgers": [schema_ref("h/ns/t", 8)],
+        "namespace_policies": [pol("h/ns", -1, 1000)],  # keep forever, up to 1000 MB
+        "offload_objects": pair("u1", 1) + pair("u2", 2),
+    }
+    assert audit(spark, rows, offload_bucket="tier") == []
