@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox = sub.add_parser("sandbox-local", help="local ZooKeeper + S3 sandbox with a generated cluster")
     sandbox.add_argument("action", choices=["up", "seed", "status", "down"])
     sandbox.add_argument("--workdir", required=True, metavar="DIR", help="sandbox working directory")
+    sandbox.add_argument("--scenario", default=None, help="seed: healthy or planted (default planted)")
+    sandbox.add_argument("--root", default=None, metavar="PATH", help="seed: path prefix of the cluster")
+    sandbox.add_argument("--now-ms", default=None, type=int, metavar="MS", help="seed: the audit's as_of_ms")
+    sandbox.add_argument("--bucket", default=None, metavar="NAME", help="up: tiered-storage bucket to create")
     return parser
 
 
@@ -145,10 +149,9 @@ def _spark_session(master: str) -> tuple[Any, bool]:
     """A Spark session and whether this command owns it (and must stop it)."""
     from pyspark.sql import SparkSession
 
-    _local_python(master)
-
     from ledgerlens.spark import get_session
 
+    _local_python(master)
     active = SparkSession.getActiveSession()
     if active is not None:  # called in-process next to a live session (notebook, tests): reuse it
         return active, False
@@ -244,7 +247,12 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     local = importlib.import_module("ledgerlens.sandbox.local")  # lazily: it pulls in server code
     forward = getattr(local, "main", None)
     if callable(forward):
-        code = forward([args.action, "--workdir", str(args.workdir)])
+        argv = [args.action, "--workdir", str(args.workdir)]
+        for option in ("scenario", "root", "now_ms", "bucket"):
+            value = getattr(args, option)
+            if value is not None:
+                argv += ["--" + option.replace("_", "-"), str(value)]
+        code = forward(argv)
         return int(code or 0)
     sandbox = local.LocalSandbox(Path(args.workdir))
     result = getattr(sandbox, args.action)()

@@ -293,8 +293,9 @@ def execute_runbook(
             cwd=str(cwd) if cwd is not None else None,
         )
     except PapermillExecutionError as e:
+        first = (str(e.evalue).strip().splitlines() or [""])[0]
         raise ReportError(
-            f"{notebook}: cell {e.exec_count} failed: {e.ename}: {e.evalue} (executed notebook: {output})"
+            f"{notebook}: cell {e.exec_count} failed: {e.ename}: {first} (details in {output})"
         ) from e
     check_no_secrets(output.read_text(encoding="utf-8"), str(output))
     return output
@@ -330,7 +331,8 @@ def to_html(
     Scripts from CDNs (require.js, MathJax, mermaid, widget manager) are left out, widget state is
     dropped (widgets need a live kernel), code cells are hidden unless ``exclude_input=False``, and
     stderr streams (Spark's log and progress lines) are left out unless ``keep_stderr=True`` (the
-    executed notebook keeps everything). Raises ``SecretLeakError`` if a secret's value is in the notebook or the HTML.
+    executed notebook keeps everything). Raises ``SecretLeakError`` if a secret's value is in the
+    notebook or the HTML.
     """
     import nbformat
     from jinja2 import DictLoader

@@ -30,6 +30,7 @@ from ledgerlens.formats.names import encode_component, parse_managed_ledger, top
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.schema import decode_schema_locator
+from ledgerlens.sources.zookeeper import PipelinedReader, connect
 
 REVERIFIED_KINDS = ("orphan_ledger", "missing_ledger", "orphan_offload_object", "missing_offload_object")
 USER_METADATA_ML = "managedledgername"
@@ -50,18 +51,13 @@ class _Reads:
     """Pipelined ZooKeeper reads: ``get_many(paths)`` -> {path: bytes | None (absent) | Exception}."""
 
     def __init__(self, zk: ZooKeeperSource) -> None:
-        from kazoo.client import KazooClient
-
-        self.client = KazooClient(hosts=zk.hosts, timeout=zk.timeout_s, read_only=True)
-        self.window = max(1, zk.max_in_flight)
+        self.zk = zk
 
     def __enter__(self) -> _Reads:
-        from ledgerlens.errors import SourceError
-
-        try:
-            self.client.start(timeout=15)
-        except Exception as e:  # kazoo raises its own timeout type
-            raise SourceError(f"zookeeper {self.client.hosts}", f"cannot connect: {e}") from e
+        self.client = connect(self.zk.hosts, timeout_s=self.zk.timeout_s)
+        self.reader = PipelinedReader(
+            self.client, max_in_flight=self.zk.max_in_flight, rate_limit=self.zk.rate_limit
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -69,25 +65,10 @@ class _Reads:
         self.client.close()
 
     def get_many(self, paths: Iterable[str]) -> dict[str, Any]:
-        from kazoo.exceptions import NoNodeError
-
-        out: dict[str, Any] = {}
-        pending: list[tuple[str, Any]] = []
-
-        def drain(n: int) -> None:
-            while len(pending) > n:
-                p, res = pending.pop(0)
-                try:
-                    out[p] = res.get(timeout=60)[0]
-                except NoNodeError:
-                    out[p] = None
-                except Exception as e:  # NoAuth, connection loss: the check cannot be done
-                    out[p] = e
-
-        for p in dict.fromkeys(paths):
-            pending.append((p, self.client.get_async(p)))
-            drain(self.window)
-        drain(0)
+        wanted = list(dict.fromkeys(paths))
+        out: dict[str, Any] = dict.fromkeys(wanted)  # vanished nodes are not returned: absent
+        for node in self.reader.get(wanted):
+            out[node.path] = node.error if node.error is not None else (node.data or b"")
         return out
 
 
@@ -268,7 +249,8 @@ def _reverify_objects(
             continue
         ml = owner_mls.get(id(r))
         if blind(ml):
-            v.drop(r, "owner managed ledger is a blind spot" if ml else "owner unknown while blind spots exist")
+            why = "owner managed ledger is a blind spot" if ml else "owner unknown while blind spots exist"
+            v.drop(r, why)
             continue
         if ml:
             data = ml_nodes.get(f"{zk.managed_ledgers_root}/{ml}")

@@ -6,6 +6,7 @@ Library calls take a ``SparkSession``; they never create one behind the caller's
 from __future__ import annotations
 
 import os
+import sys
 
 from pyspark.sql import SparkSession
 
@@ -26,6 +27,8 @@ def configure(
     local = master.startswith("local")
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers must be this interpreter (the one with ledgerlens), not the system python3.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     b = builder.master(master).appName(app_name)
     b = b.config("spark.sql.session.timeZone", "UTC")
     b = b.config("spark.sql.parquet.compression.codec", "zstd")

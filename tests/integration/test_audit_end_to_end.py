@@ -15,12 +15,13 @@ import pytest
 
 from ledgerlens import pipeline
 from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
-from ledgerlens.sandbox.cluster import generate
+from ledgerlens.sandbox.cluster import default_now_ms, generate
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 KEY = ("kind", "severity", "component", "ledger_id", "managed_ledger", "cursor", "path", "object_key")
-NOW_MS = 1_795_000_000_000  # fixed, so runs are reproducible
+# "now" two days ahead of the clock: S3 stamps objects with the real time, and they must count as old.
+NOW_MS = default_now_ms()
 
 
 def _chroot(zk_client: Any, name: str) -> str:
@@ -57,8 +58,9 @@ def planted(zookeeper, s3_server, spark, tmp_path_factory):  # type: ignore[no-u
     client.stop()
     bucket = f"planted-{uuid.uuid4().hex[:8]}"
     hosts = zookeeper.hosts + chroot
-    truth = generate(hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="planted",
-                     now_ms=NOW_MS)
+    truth = generate(
+        hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="planted", now_ms=NOW_MS
+    )
     run = _audit(spark, hosts, s3_server.endpoint_url, bucket, tmp_path_factory.mktemp("planted"))
     return truth, run, hosts
 
@@ -77,9 +79,17 @@ def test_planted_cluster_covers_every_kind(planted) -> None:  # type: ignore[no-
     truth, run, _ = planted
     kinds = set(run.summary["counts_by_kind"])
     for kind in (
-        "orphan_ledger", "unattributed_ledger", "missing_ledger", "orphan_offload_object",
-        "missing_offload_object", "incomplete_offload", "offloaded_not_deleted", "retention_overdue",
-        "open_ledger_overdue", "inactive_cursor", "corrupt_metadata",
+        "orphan_ledger",
+        "unattributed_ledger",
+        "missing_ledger",
+        "orphan_offload_object",
+        "missing_offload_object",
+        "incomplete_offload",
+        "offloaded_not_deleted",
+        "retention_overdue",
+        "open_ledger_overdue",
+        "inactive_cursor",
+        "corrupt_metadata",
     ):
         assert kind in kinds, kind
     components = {r["component"] for r in truth.expected if r["kind"] == "orphan_ledger"}
@@ -114,8 +124,9 @@ def test_healthy_cluster_has_no_finding_at_all(zookeeper, s3_server, spark, tmp_
     client.stop()
     bucket = f"healthy-{uuid.uuid4().hex[:8]}"
     hosts = zookeeper.hosts + chroot
-    truth = generate(hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="healthy",
-                     now_ms=NOW_MS)
+    truth = generate(
+        hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="healthy", now_ms=NOW_MS
+    )
     assert truth.expected == []
     run = _audit(spark, hosts, s3_server.endpoint_url, bucket, tmp_path)
     df = run.findings_pandas()
@@ -143,7 +154,9 @@ def test_reverification_drops_candidates_that_changed_after_the_scan(planted, s3
     client.start()
     try:
         client.delete(ledger_path(int(orphan["ledger_id"])))
-        client.create(ledger_path(int(missing["ledger_id"])), b"BookieMetadataFormatVersion\t3\n", makepath=True)
+        client.create(
+            ledger_path(int(missing["ledger_id"])), b"BookieMetadataFormatVersion\t3\n", makepath=True
+        )
     finally:
         client.stop()
     after = reverify([orphan, missing], zk, None)

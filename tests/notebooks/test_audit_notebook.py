@@ -169,6 +169,30 @@ def test_static_table_and_summary_markdown() -> None:
     assert "Dropped on re-verification: orphan_ledger 1" in md
 
 
+def test_papermill_records_and_failures(tmp_path: Path) -> None:
+    """A real kernel: papermill injects parameters, ``record`` survives, a failing cell is one line."""
+    params = nbformat.v4.new_code_cell("answer: int = 0  # the answer\nfail: bool = False  # raise")
+    params.metadata["tags"] = ["parameters"]
+    body = nbformat.v4.new_code_cell(
+        "from ledgerlens import report\n"
+        'report.record("summary", {"answer": answer, "as_of_ms": 2**53})\n'
+        'if fail:\n    raise ValueError("boom\\nsecond line")'
+    )
+    nb = nbformat.v4.new_notebook(cells=[params, body])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    source = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, str(source))
+
+    out = report.execute_runbook(
+        source, tmp_path / "out" / "tiny.ipynb", {"answer": 42}, kernel_name="python3"
+    )
+    assert report.read_recorded(out) == {"answer": 42, "as_of_ms": 2**53}
+    with pytest.raises(report.ReportError, match=r"cell \d+ failed: ValueError: boom \(details in ") as e:
+        report.execute_runbook(source, tmp_path / "failed.ipynb", {"fail": True})
+    assert "second line" not in str(e.value)
+    assert (tmp_path / "failed.ipynb").exists()
+
+
 # --- the runbook against a planted cluster -------------------------------------------------------------
 
 
@@ -186,6 +210,7 @@ def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def planted_cluster(zookeeper: Any, s3_server: Any) -> dict[str, str]:
     """A generated cluster with planted anomalies under a fresh chroot and bucket."""
+    import boto3
     from kazoo.client import KazooClient
 
     from ledgerlens.sandbox.cluster import generate
@@ -198,6 +223,9 @@ def planted_cluster(zookeeper: Any, s3_server: Any) -> dict[str, str]:
     client.close()
     hosts = zookeeper.hosts + chroot
     bucket = f"runbook-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1").create_bucket(
+        Bucket=bucket
+    )
     generate(
         hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="planted", now_ms=NOW_MS
     )

@@ -302,6 +302,20 @@ def test_sandbox_forwards(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setattr(ledgerlens.sandbox, "local", module, raising=False)
     assert cli.main(["sandbox-local", "status", "--workdir", str(tmp_path)]) == 0
     assert seen == [["status", "--workdir", str(tmp_path)]]
+    argv = [
+        "sandbox-local",
+        "seed",
+        "--workdir",
+        "w",
+        "--scenario",
+        "healthy",
+        "--now-ms",
+        "5",
+        "--root",
+        "/x",
+    ]
+    assert cli.main(argv) == 0
+    assert seen[-1] == ["seed", "--workdir", "w", "--scenario", "healthy", "--root", "/x", "--now-ms", "5"]
 
 
 def test_sandbox_drives_class_without_main(

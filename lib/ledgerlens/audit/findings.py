@@ -51,8 +51,7 @@ def _lit_or_col(v: Column | str | int | None) -> Column:
     return v if isinstance(v, Column) else F.lit(v)
 
 
-def finding(
-    df: DataFrame,
+def raw_finding(
     *,
     kind: str,
     severity: Column | str,
@@ -69,10 +68,13 @@ def finding(
     namespace: Column | None = None,
     age_seconds: Column | None = None,
     owner_ml: Column | None = None,
-) -> DataFrame:
-    """Shape the rows of ``df`` as raw findings (``RAW_COLUMNS``); ``evidence`` is a struct."""
+) -> Column:
+    """One raw finding as a struct of ``RAW_COLUMNS``; ``evidence`` is a struct, stored as JSON.
+
+    Rules that emit several kinds from one pass build an array of these and explode it.
+    """
     s = "string"
-    return df.select(
+    return F.struct(
         F.lit(kind).alias("kind"),
         _lit_or_col(severity).cast(s).alias("severity"),
         _lit_or_col(component).cast(s).alias("component"),
@@ -91,6 +93,16 @@ def finding(
     )
 
 
+def finding(df: DataFrame, **kw: Any) -> DataFrame:
+    """Every row of ``df`` as one raw finding (keywords of ``raw_finding``)."""
+    return df.select(raw_finding(**kw).alias("f")).select("f.*")
+
+
+def explode_findings(df: DataFrame, items: Column) -> DataFrame:
+    """Raw findings from an array of ``raw_finding`` structs (null elements dropped)."""
+    return df.select(F.explode(F.filter(items, lambda x: x.isNotNull())).alias("f")).select("f.*")
+
+
 def age_seconds(now_ms: int, then_ms: Column) -> Column:
     """Whole seconds from ``then_ms`` to ``now_ms``; null when unknown."""
     return F.when(then_ms.isNotNull() & (then_ms > 0), F.floor((F.lit(now_ms) - then_ms) / 1000))
@@ -98,31 +110,31 @@ def age_seconds(now_ms: int, then_ms: Column) -> Column:
 
 def with_owners(raw: DataFrame, managed_ledgers: DataFrame) -> DataFrame:
     """Fill ``path`` from the owner managed ledger's node and add ``owner_exists``/``owner_path`` to
-    the evidence of rows that name an owner; one join, only over those rows."""
+    the evidence of rows that name an owner (one left join on the owner's name)."""
     owners = (
         managed_ledgers.filter(F.col("managed_ledger").isNotNull())
         .select(F.col("managed_ledger").alias("owner_ml"), F.col("path").alias("owner_path"))
         .dropDuplicates(["owner_ml"])
         .withColumn("owner_exists", F.lit(True))
     )
-    need = raw.filter(F.col("owner_ml").isNotNull()).join(owners, "owner_ml", "left")
+    need = raw.join(owners, "owner_ml", "left")
     extra = F.to_json(
         F.struct(F.coalesce("owner_exists", F.lit(False)).alias("owner_exists"), F.col("owner_path"))
     )
     spliced = F.concat(
         F.expr("substring(evidence, 1, length(evidence) - 1)"), F.lit(","), F.substring(extra, 2, 1 << 30)
     )
-    need = need.select(
+    named = F.col("owner_ml").isNotNull()
+    return need.select(
         *[
-            F.coalesce("path", "owner_path").alias("path")
+            F.when(named, F.coalesce("path", "owner_path")).otherwise(F.col("path")).alias("path")
             if c == "path"
-            else spliced.alias("evidence")
+            else F.when(named, spliced).otherwise(F.col("evidence")).alias("evidence")
             if c == "evidence"
             else F.col(c)
             for c in RAW_COLUMNS
         ]
     )
-    return raw.filter(F.col("owner_ml").isNull()).unionByName(need)
 
 
 def to_findings(raw: DataFrame) -> DataFrame:

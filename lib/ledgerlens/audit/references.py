@@ -113,15 +113,6 @@ def blind_spots(managed_ledgers: DataFrame, cursors: DataFrame, schema_ledgers: 
     return agg.select(F.array_union(F.col("spots"), any_).alias("spots"))
 
 
-def without_blind_spots(df: DataFrame, spots: DataFrame, prefixes: Column) -> DataFrame:
-    """Rows of ``df`` none of whose ``prefixes`` (tagged, see ``name_prefixes``) is a blind spot."""
-    return (
-        df.crossJoin(F.broadcast(spots))
-        .filter(~F.arrays_overlap(prefixes, F.col("spots")) | (F.size("spots") == 0))
-        .drop("spots")
-    )
-
-
 def owner_prefixes(tag: Column | str, owner: Column) -> Column:
     """Tagged prefixes of an owner name, the tag chosen per row (``m`` or ``s``)."""
     if isinstance(tag, str):

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ledgerlens.audit.findings import age_seconds, finding
+from ledgerlens.audit.findings import age_seconds, explode_findings, finding, raw_finding
 from ledgerlens.audit.names import ANY, ml_namespace, topic_to_ml
-from ledgerlens.audit.references import ML_TAG, SCHEMA_TAG, owner_prefixes, without_blind_spots
+from ledgerlens.audit.references import ML_TAG, SCHEMA_TAG, owner_prefixes
 from ledgerlens.config import AuditConfig
 
 MB = 1024 * 1024
@@ -183,16 +183,21 @@ def join_bookkeeper(bk_ledgers: DataFrame, references: DataFrame) -> DataFrame:
 
 
 # --------------------------------------------------------------------------------------------------
-# Ledger rules (from the joined frame)
+# Ledger rules: one pass over the joined frame
 # --------------------------------------------------------------------------------------------------
 
 
-def orphan_and_unattributed(joined: DataFrame, spots: DataFrame, config: AuditConfig) -> DataFrame:
-    """``orphan_ledger`` (blind spots applied) and ``unattributed_ledger``."""
+def _not_hidden(prefixes: Column) -> Column:
+    """No prefix is a blind spot (needs the broadcast ``spots`` column)."""
+    return ~F.arrays_overlap(prefixes, F.col("spots"))
+
+
+def _ledger_items(config: AuditConfig) -> Column:
+    """The ledger findings of one joined row, as an array of raw findings (nulls for none)."""
     now = config.as_of_ms
-    old = joined.filter(
+    unreferenced_old = (
         F.col("ref_component").isNull()
-        & F.col("bk_present")
+        & _false(F.col("bk_present"))
         & F.col("bk_error").isNull()
         & (F.col("ctime_ms") <= now - config.min_orphan_age_s * 1000)
     )
@@ -203,15 +208,12 @@ def orphan_and_unattributed(joined: DataFrame, spots: DataFrame, config: AuditCo
         .when(comp == "delayed-index-bucket", topic_to_ml(F.col("delayed_topic")))
         .when(comp == "schema", F.col("bk_schema_id"))
     )
-    pulsar = old.filter(F.col("application") == "pulsar").withColumn("owner", owner)
     prefixes = F.when(
         comp.isin(*_KNOWN_COMPONENTS),
-        owner_prefixes(F.when(comp == "schema", F.lit(SCHEMA_TAG)).otherwise(F.lit(ML_TAG)), F.col("owner")),
+        owner_prefixes(F.when(comp == "schema", F.lit(SCHEMA_TAG)).otherwise(F.lit(ML_TAG)), owner),
     ).otherwise(F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}")))
-    pulsar = without_blind_spots(pulsar, spots, prefixes)
-    owner_ml = F.when(comp != "schema", F.col("owner"))
-    orphan = finding(
-        pulsar,
+    owner_ml = F.when(comp != "schema", owner)
+    orphan = raw_finding(
         kind="orphan_ledger",
         severity="warning",
         component=F.when((comp == _ML) & F.col("bk_cursor").isNotNull(), F.lit("cursor")).otherwise(comp),
@@ -228,8 +230,8 @@ def orphan_and_unattributed(joined: DataFrame, spots: DataFrame, config: AuditCo
             "length",
             "state",
             "application",
-            F.col("bk_component").alias("component"),
-            F.col("owner"),
+            comp.alias("component"),
+            owner.alias("owner"),
             F.col("bk_ml").alias("managed_ledger"),
             F.col("bk_cursor").alias("cursor"),
             F.col("bk_schema_id").alias("schema_id"),
@@ -240,9 +242,7 @@ def orphan_and_unattributed(joined: DataFrame, spots: DataFrame, config: AuditCo
             F.lit(config.min_orphan_age_s).alias("min_orphan_age_s"),
         ),
     )
-    other = old.filter(F.col("application").isNull() | (F.col("application") != "pulsar"))
-    unattributed = finding(
-        other,
+    unattributed = raw_finding(
         kind="unattributed_ledger",
         severity="info",
         component=None,
@@ -251,25 +251,13 @@ def orphan_and_unattributed(joined: DataFrame, spots: DataFrame, config: AuditCo
         path=F.col("bk_path"),
         bytes_=F.col("length"),
         age_seconds=age_seconds(now, F.col("ctime_ms")),
-        evidence=F.struct(
-            "ctime_ms", "length", "state", "application", F.col("bk_component").alias("component")
-        ),
+        evidence=F.struct("ctime_ms", "length", "state", "application", comp.alias("component")),
     )
-    return orphan.unionByName(unattributed)
-
-
-def missing_ledgers(joined: DataFrame, config: AuditConfig) -> DataFrame:
-    """``missing_ledger``: referenced, no BookKeeper row, not offloaded-complete."""
-    miss = joined.filter(
-        F.col("bk_present").isNull()
-        & F.col("ref_component").isNotNull()
-        & ~((F.col("ref_component") == _ML) & _false(F.col("offload_complete")))
-    )
-    return finding(
-        miss,
+    ref = F.col("ref_component")
+    missing = raw_finding(
         kind="missing_ledger",
         severity="critical",
-        component=F.col("ref_component"),
+        component=ref,
         action="investigate",
         ledger_id=F.col("ledger_id"),
         managed_ledger=F.col("ref_ml"),
@@ -280,7 +268,7 @@ def missing_ledgers(joined: DataFrame, config: AuditConfig) -> DataFrame:
         namespace=F.col("ref_namespace"),
         owner_ml=F.col("ref_ml"),
         evidence=F.struct(
-            F.col("ref_component").alias("reference"),
+            ref.alias("reference"),
             F.col("ref_path").alias("referenced_by"),
             F.col("ref_ml").alias("managed_ledger"),
             F.col("ref_cursor").alias("cursor"),
@@ -294,31 +282,21 @@ def missing_ledgers(joined: DataFrame, config: AuditConfig) -> DataFrame:
             "offload_complete",
         ),
     )
-
-
-def open_ledger_overdue(joined: DataFrame, config: AuditConfig) -> DataFrame:
-    """``open_ledger_overdue``: the last ledger is OPEN in BookKeeper and older than the limit."""
-    now = config.as_of_ms
-    rows = joined.filter(
-        (F.col("ref_component") == _ML)
-        & _false(F.col("is_last"))
-        & (F.col("state") == "OPEN")
-        & F.col("bk_error").isNull()
-        & (F.col("ctime_ms") <= now - config.open_ledger_max_age_s * 1000)
-    )
-    return finding(
-        rows,
+    is_ml = ref == _ML
+    ml_common = {
+        "component": _ML,
+        "ledger_id": F.col("ledger_id"),
+        "managed_ledger": F.col("ref_ml"),
+        "bytes_": F.col("ref_size"),
+        "tenant": F.col("ref_tenant"),
+        "namespace": F.col("ref_namespace"),
+        "age_seconds": age_seconds(now, F.col("ctime_ms")),
+        "owner_ml": F.col("ref_ml"),
+    }
+    open_overdue = raw_finding(
         kind="open_ledger_overdue",
         severity="warning",
-        component=_ML,
         action="investigate",
-        ledger_id=F.col("ledger_id"),
-        managed_ledger=F.col("ref_ml"),
-        bytes_=F.col("ref_size"),
-        tenant=F.col("ref_tenant"),
-        namespace=F.col("ref_namespace"),
-        age_seconds=age_seconds(now, F.col("ctime_ms")),
-        owner_ml=F.col("ref_ml"),
         evidence=F.struct(
             F.lit("ledger").alias("per"),
             "state",
@@ -327,28 +305,95 @@ def open_ledger_overdue(joined: DataFrame, config: AuditConfig) -> DataFrame:
             F.col("bk_path").alias("ledger_path"),
             F.lit(config.open_ledger_max_age_s).alias("open_ledger_max_age_s"),
         ),
+        **ml_common,
     )
-
-
-def retention_overdue(joined: DataFrame, spots: DataFrame, config: AuditConfig) -> DataFrame:
-    """``retention_overdue``: one row per ledger the broker's trimming would have deleted."""
-    rows = joined.filter(_false(F.col("ret_overdue")) & (F.col("ref_component") == _ML))
-    rows = without_blind_spots(rows, spots, owner_prefixes(ML_TAG, F.col("ref_ml")))
-    return finding(
-        rows,
+    retention = raw_finding(
         kind="retention_overdue",
         severity="warning",
-        component=_ML,
         action="load_topic",
-        ledger_id=F.col("ledger_id"),
-        managed_ledger=F.col("ref_ml"),
-        bytes_=F.col("ref_size"),
-        tenant=F.col("ref_tenant"),
-        namespace=F.col("ref_namespace"),
-        age_seconds=age_seconds(config.as_of_ms, F.col("ctime_ms")),
-        owner_ml=F.col("ref_ml"),
-        evidence=F.struct("ret_ev.*", F.col("bk_present").isNotNull().alias("in_bookkeeper")),
+        evidence=F.struct("ret_ev.*", _false(F.col("bk_present")).alias("in_bookkeeper")),
+        **ml_common,
     )
+    return F.array(
+        F.when(
+            unreferenced_old & (F.col("application") == "pulsar") & _not_hidden(prefixes),
+            orphan,
+        ),
+        F.when(
+            unreferenced_old & (F.col("application").isNull() | (F.col("application") != "pulsar")),
+            unattributed,
+        ),
+        F.when(
+            F.col("bk_present").isNull() & ref.isNotNull() & ~(is_ml & _false(F.col("offload_complete"))),
+            missing,
+        ),
+        F.when(
+            is_ml
+            & _false(F.col("is_last"))
+            & (F.col("state") == "OPEN")
+            & F.col("bk_error").isNull()
+            & (F.col("ctime_ms") <= now - config.open_ledger_max_age_s * 1000),
+            open_overdue,
+        ),
+        F.when(
+            is_ml & _false(F.col("ret_overdue")) & _not_hidden(owner_prefixes(ML_TAG, F.col("ref_ml"))),
+            retention,
+        ),
+    )
+
+
+def _is_offloaded() -> Column:
+    return (F.col("ref_component") == _ML) & (
+        F.col("offload_uuid").isNotNull() | (F.size(F.coalesce("offload_segments", F.array())) > 0)
+    )
+
+
+OFFLOAD_ROW = (
+    "ledger_id",
+    "ref_ml",
+    "ref_tenant",
+    "ref_namespace",
+    "ref_size",
+    "offload_uuid",
+    "offload_complete",
+    "offload_bookkeeper_deleted",
+    "offload_timestamp_ms",
+    "offload_bucket",
+    "offload_segments",
+    "lag_ms",
+    "pol_error",
+    "bk_present",
+    "length",
+    "ctime_ms",
+)
+
+
+def ledger_rules(
+    joined: DataFrame, spots: DataFrame, config: AuditConfig, *, offload: bool
+) -> tuple[DataFrame, DataFrame | None]:
+    """``orphan_ledger``, ``unattributed_ledger``, ``missing_ledger``, ``open_ledger_overdue`` and
+    ``retention_overdue`` in one pass over ``joined``; with ``offload``, also the offloaded ledgers
+    (for ``offload_rules``) from the same pass.
+
+    The pass keeps only rows that matter (a finding, or an offloaded ledger). When both outputs are
+    used, that small result goes through one shuffle that both consumers share, so the big join
+    runs once.
+    """
+    j = joined.crossJoin(F.broadcast(spots))
+    items = F.filter(_ledger_items(config), lambda x: x.isNotNull())
+    keep = F.size(F.col("items")) > 0
+    if not offload:
+        return j.select(items.alias("items")).filter(keep).select(F.explode("items").alias("f")).select(
+            "f.*"
+        ), None
+    off = F.when(_is_offloaded(), F.struct(*OFFLOAD_ROW))
+    step = (
+        j.select("ledger_id", items.alias("items"), off.alias("off"))
+        .filter(keep | F.col("off").isNotNull())
+        .repartition("ledger_id")
+    )
+    findings = step.select(F.explode("items").alias("f")).select("f.*")
+    return findings, step.filter(F.col("off").isNotNull()).select("off.*")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -471,195 +516,172 @@ def corrupt_metadata(tables: dict[str, DataFrame]) -> DataFrame:
 # --------------------------------------------------------------------------------------------------
 
 
-def offload_rules(
-    joined: DataFrame,
-    objects: DataFrame,
-    spots: DataFrame,
-    config: AuditConfig,
-    offload_bucket: str | None,
-) -> DataFrame:
-    """``orphan_offload_object``, ``missing_offload_object``, ``incomplete_offload``,
-    ``offloaded_not_deleted`` (per-ledger layout and PIP-76 streaming segments)."""
-    now = config.as_of_ms
-    if offload_bucket:
-        audited = objects.sparkSession.range(1).select(F.array(F.lit(offload_bucket)).alias("audited"))
-    else:
-        audited = objects.agg(F.collect_set("bucket").alias("audited"))
-    off = (
-        joined.filter(
-            (F.col("ref_component") == _ML)
-            & (F.col("offload_uuid").isNotNull() | (F.size(F.coalesce("offload_segments", F.array())) > 0))
-        )
-        .select(
-            "ledger_id",
-            "ref_ml",
-            "ref_tenant",
-            "ref_namespace",
-            "ref_size",
-            "offload_uuid",
-            _false(F.col("offload_complete")).alias("complete"),
-            _false(F.col("offload_bookkeeper_deleted")).alias("bk_deleted"),
-            "offload_timestamp_ms",
-            "offload_bucket",
-            "offload_segments",
-            "lag_ms",
-            "pol_error",
-            _false(F.col("bk_present")).alias("in_bk"),
-            "length",
-            "ctime_ms",
-        )
-        .crossJoin(F.broadcast(audited))
-    )
-    b = F.col("offload_bucket")
-    off = off.withColumn("eligible", b.isNull() | (b == "") | F.array_contains(F.col("audited"), b)).drop(
-        "audited"
-    )
-    objs = objects.select("bucket", "key", "size", "last_modified_ms", "uuid", "ledger_id", "role", "layout")
-    obj_struct = F.struct("key", "role", "size", "last_modified_ms", "bucket", "layout")
-
-    # Per-ledger layout: one full outer join on (uuid, ledger id).
-    pl_objs = (
-        objs.filter(
-            F.col("uuid").isNotNull()
-            & F.col("ledger_id").isNotNull()
-            & (F.col("layout").isNull() | (F.col("layout") == "ledger"))
-        )
-        .groupBy("uuid", "ledger_id")
-        .agg(
-            F.collect_list(obj_struct).alias("objects"),
-            F.sum("size").alias("obj_bytes"),
-            F.max("last_modified_ms").alias("newest_ms"),
-        )
-    )
-    pl = off.filter(
-        F.col("offload_uuid").isNotNull() & (F.size(F.coalesce("offload_segments", F.array())) == 0)
-    ).select("*", F.col("offload_uuid").alias("uuid"), F.lit(True).alias("ml_row"))
-    pj = pl.join(pl_objs, ["uuid", "ledger_id"], "full_outer")
-
-    orphan_pl = pj.filter(F.col("ml_row").isNull()).select(
-        "uuid", "ledger_id", F.explode("objects").alias("o")
-    )
-    orphan_st_objs = objs.filter(
-        F.col("uuid").isNotNull()
-        & ((F.col("layout") == "streaming") | (F.col("layout").isNull() & F.col("ledger_id").isNull()))
-    )
-    seg = off.filter(F.size(F.coalesce("offload_segments", F.array())) > 0).select(
-        "*", F.explode("offload_segments").alias("seg")
-    )
-    seg_uuids = seg.select(F.col("seg.uuid").alias("uuid"))
-    orphan_st = orphan_st_objs.join(seg_uuids, "uuid", "left_anti").select(
-        "uuid", "ledger_id", obj_struct.alias("o")
-    )
-    orphans = orphan_pl.unionByName(orphan_st).filter(
-        F.col("o.last_modified_ms") <= now - config.min_orphan_age_s * 1000
-    )
-    orphans = without_blind_spots(orphans, spots, F.array(F.lit(f"{ML_TAG}:{ANY}")))
-    orphan_f = finding(
-        orphans,
+def _obj_orphan(o: Column, uuid: Column, ledger_id: Column, config: AuditConfig) -> Column:
+    return raw_finding(
         kind="orphan_offload_object",
         severity="warning",
         component="offload",
         action="delete_object",
-        ledger_id=F.col("ledger_id"),
-        object_key=F.col("o.key"),
-        bytes_=F.col("o.size"),
-        age_seconds=age_seconds(now, F.col("o.last_modified_ms")),
+        ledger_id=ledger_id,
+        object_key=o["key"],
+        bytes_=o["size"],
+        age_seconds=age_seconds(config.as_of_ms, o["last_modified_ms"]),
         evidence=F.struct(
-            F.col("o.bucket").alias("bucket"),
-            "uuid",
-            "ledger_id",
-            F.col("o.role").alias("role"),
-            F.col("o.layout").alias("layout"),
-            F.col("o.size").alias("size"),
-            F.col("o.last_modified_ms").alias("last_modified_ms"),
+            o["bucket"].alias("bucket"),
+            uuid.alias("uuid"),
+            ledger_id.alias("ledger_id"),
+            o["role"].alias("role"),
+            o["layout"].alias("layout"),
+            o["size"].alias("size"),
+            o["last_modified_ms"].alias("last_modified_ms"),
             F.lit("ManagedLedgerName").alias("reverify_owner_from"),
             F.lit(config.min_orphan_age_s).alias("min_orphan_age_s"),
         ),
     )
 
-    # Missing objects, per-ledger layout: one finding per absent key.
-    data_key = F.concat(F.col("uuid"), F.lit("-ledger-"), F.col("ledger_id").cast("string"))
-    expected = F.array(
-        F.struct(data_key.alias("key"), F.lit("data").alias("role")),
-        F.struct(F.concat(data_key, F.lit("-index")).alias("key"), F.lit("index").alias("role")),
-    )
-    present_keys = F.transform(F.coalesce("objects", F.array()), lambda o: o["key"])
-    ml_side = pj.filter(F.col("ml_row"))
-    absent = F.filter(expected, lambda e: ~F.array_contains(present_keys, e["key"]))
-    miss_pl = (
-        ml_side.filter(F.col("complete") & F.col("eligible"))
-        .select("*", present_keys.alias("present_keys"), F.explode(absent).alias("e"))
-        .select("*", F.lit("ledger").alias("layout"), F.col("uuid").alias("m_uuid"))
-    )
-    # Missing objects, streaming layout: per segment (deduplicated over the ledgers it spans).
-    st_keys = orphan_st_objs.select(F.col("key").alias("st_key"))
-    seg_ok = seg.filter(F.col("complete") & F.col("eligible") & _false(F.col("seg.complete")))
-    seg_exp = seg_ok.select(
-        "*",
-        F.explode(
-            F.array(
-                F.struct(F.col("seg.uuid").alias("key"), F.lit("data").alias("role")),
-                F.struct(
-                    F.concat(F.col("seg.uuid"), F.lit("-index")).alias("key"), F.lit("index").alias("role")
-                ),
-            )
-        ).alias("e"),
-    )
-    miss_st = seg_exp.join(st_keys, seg_exp["e.key"] == st_keys["st_key"], "left_anti").select(
-        "*",
-        F.array().cast("array<string>").alias("present_keys"),
-        F.lit("streaming").alias("layout"),
-        F.col("seg.uuid").alias("m_uuid"),
-    )
-    miss_cols = [
-        "ledger_id",
-        "ref_ml",
-        "ref_tenant",
-        "ref_namespace",
-        "ref_size",
-        "m_uuid",
-        "e",
-        "layout",
-        "present_keys",
-        "bk_deleted",
-        "in_bk",
-        "offload_bucket",
-        "offload_timestamp_ms",
-    ]
-    missing = miss_pl.select(*miss_cols).unionByName(miss_st.select(*miss_cols))
-    missing_f = finding(
-        missing,
+
+def _orphans(objects: Column, uuid: Column, ledger_id: Column, config: AuditConfig) -> Column:
+    """Orphan findings for the old enough objects of an unreferenced group; none near a blind spot
+    (an object's managed ledger is unknown until re-verification reads its user metadata)."""
+    cut = config.as_of_ms - config.min_orphan_age_s * 1000
+    return F.when(
+        _not_hidden(F.array(F.lit(f"{ML_TAG}:{ANY}"))),
+        F.transform(
+            F.filter(objects, lambda o: o["last_modified_ms"] <= cut),
+            lambda o: _obj_orphan(o, uuid, ledger_id, config),
+        ),
+    ).otherwise(F.array())
+
+
+def _missing_object(e: Column, uuid: Column, layout: str, config: AuditConfig) -> Column:
+    return raw_finding(
         kind="missing_offload_object",
         severity=F.when(F.col("bk_deleted") | ~F.col("in_bk"), F.lit("critical")).otherwise(F.lit("warning")),
         component="offload",
         action="investigate",
         ledger_id=F.col("ledger_id"),
         managed_ledger=F.col("ref_ml"),
-        object_key=F.col("e.key"),
+        object_key=e["key"],
         bytes_=F.col("ref_size"),
         tenant=F.col("ref_tenant"),
         namespace=F.col("ref_namespace"),
         owner_ml=F.col("ref_ml"),
         evidence=F.struct(
-            F.col("m_uuid").alias("uuid"),
-            "layout",
-            F.col("e.role").alias("role"),
+            uuid.alias("uuid"),
+            F.lit(layout).alias("layout"),
+            e["role"].alias("role"),
             "offload_bucket",
             F.col("bk_deleted").alias("offload_bookkeeper_deleted"),
             F.col("in_bk").alias("in_bookkeeper"),
             "offload_timestamp_ms",
-            "present_keys",
+            F.col("present_keys"),
         ),
     )
 
-    # Incomplete offloads: context not complete, objects there, the newest older than the limit.
-    inc = ml_side.filter(
-        ~F.col("complete")
-        & F.col("objects").isNotNull()
-        & (F.col("newest_ms") <= now - config.incomplete_offload_age_s * 1000)
+
+def _not_deleted(config: AuditConfig) -> Column:
+    return raw_finding(
+        kind="offloaded_not_deleted",
+        severity="warning",
+        component=_ML,
+        action="load_topic",
+        ledger_id=F.col("ledger_id"),
+        managed_ledger=F.col("ref_ml"),
+        bytes_=F.col("length"),
+        tenant=F.col("ref_tenant"),
+        namespace=F.col("ref_namespace"),
+        age_seconds=age_seconds(config.as_of_ms, F.col("ctime_ms")),
+        owner_ml=F.col("ref_ml"),
+        evidence=F.struct(
+            F.lit("ledger").alias("per"),
+            F.col("uuid"),
+            "offload_timestamp_ms",
+            F.col("lag_ms").alias("offload_deletion_lag_ms"),
+            F.col("length").alias("bk_length"),
+            F.col("bk_deleted").alias("offload_bookkeeper_deleted"),
+            "ctime_ms",
+        ),
     )
-    incomplete_f = finding(
-        inc,
+
+
+def _key_role(key: Column, role: str) -> Column:
+    return F.struct(key.alias("key"), F.lit(role).alias("role"))
+
+
+def offload_rules(
+    offloaded: DataFrame,
+    objects: DataFrame,
+    spots: DataFrame,
+    config: AuditConfig,
+    offload_bucket: str | None,
+) -> DataFrame:
+    """``orphan_offload_object``, ``missing_offload_object``, ``incomplete_offload``,
+    ``offloaded_not_deleted``.
+
+    ``offloaded`` are the offloaded ledgers from ``ledger_rules`` (with their BookKeeper facts).
+    Per-ledger layout: one full outer join of ledgers and objects grouped by ``(uuid, ledger id)``,
+    then one pass. PIP-76 streaming segments: the same on ``uuid``, then per key / per ledger.
+    """
+    now = config.as_of_ms
+    if offload_bucket:
+        audited = objects.sparkSession.range(1).select(F.array(F.lit(offload_bucket)).alias("audited"))
+    else:
+        audited = objects.agg(F.collect_set("bucket").alias("audited"))
+    b = F.col("offload_bucket")
+    off = offloaded.crossJoin(F.broadcast(audited)).select(
+        "ledger_id",
+        "ref_ml",
+        "ref_tenant",
+        "ref_namespace",
+        "ref_size",
+        "offload_uuid",
+        "offload_timestamp_ms",
+        "offload_bucket",
+        "offload_segments",
+        "lag_ms",
+        "length",
+        "ctime_ms",
+        _false(F.col("offload_complete")).alias("complete"),
+        _false(F.col("offload_bookkeeper_deleted")).alias("bk_deleted"),
+        _false(F.col("bk_present")).alias("in_bk"),
+        (b.isNull() | (b == "") | F.array_contains(F.col("audited"), b)).alias("eligible"),
+        (
+            F.col("offload_timestamp_ms").isNotNull()
+            & (F.col("offload_timestamp_ms") + F.col("lag_ms") < now)
+            & ~_false(F.col("pol_error"))
+        ).alias("due"),
+    )
+    obj = F.struct("key", "role", "size", "last_modified_ms", "bucket", "layout")
+    segments = F.coalesce("offload_segments", F.array())
+
+    # Per-ledger layout (PIP-17): <uuid>-ledger-<id> and <uuid>-ledger-<id>-index.
+    pl_objects = (
+        objects.filter(
+            F.col("uuid").isNotNull()
+            & F.col("ledger_id").isNotNull()
+            & (F.col("layout").isNull() | (F.col("layout") == "ledger"))
+        )
+        .groupBy("uuid", "ledger_id")
+        .agg(
+            F.collect_list(obj).alias("objects"),
+            F.sum("size").alias("obj_bytes"),
+            F.max("last_modified_ms").alias("newest_ms"),
+        )
+    )
+    pl = off.filter(F.col("offload_uuid").isNotNull() & (F.size(segments) == 0)).select(
+        "*", F.col("offload_uuid").alias("uuid"), F.lit(True).alias("ml_row")
+    )
+    pj = pl.join(pl_objects, ["uuid", "ledger_id"], "full_outer").crossJoin(F.broadcast(spots))
+    data_key = F.concat(F.col("uuid"), F.lit("-ledger-"), F.col("ledger_id").cast("string"))
+    expected = F.array(_key_role(data_key, "data"), _key_role(F.concat(data_key, F.lit("-index")), "index"))
+    present = F.transform(F.coalesce("objects", F.array()), lambda o: o["key"])
+    pj = pj.select(
+        "*",
+        present.alias("present_keys"),
+        F.filter(expected, lambda e: ~F.array_contains(present, e["key"])).alias("absent"),
+    )
+    checked = F.col("ml_row") & F.col("complete") & F.col("eligible")
+    incomplete = raw_finding(
         kind="incomplete_offload",
         severity="warning",
         component="offload",
@@ -674,43 +696,85 @@ def offload_rules(
         owner_ml=F.col("ref_ml"),
         evidence=F.struct(
             "uuid",
-            F.transform("objects", lambda o: o["key"]).alias("keys"),
+            F.col("present_keys").alias("keys"),
             F.col("newest_ms").alias("newest_last_modified_ms"),
             F.lit(config.incomplete_offload_age_s).alias("incomplete_offload_age_s"),
         ),
     )
-
-    # Offloaded, complete, verified in S3, still in BookKeeper past the deletion lag.
-    due = off.filter(
-        F.col("complete")
-        & F.col("eligible")
-        & F.col("in_bk")
-        & ~_false(F.col("pol_error"))
-        & (F.col("offload_timestamp_ms") + F.col("lag_ms") < now)
-    )
-    due = due.join(missing.select(F.col("ref_ml"), "ledger_id"), ["ref_ml", "ledger_id"], "left_anti")
-    # The per-ledger layout also needs the objects to exist at all (absent from the join: missing).
-    ond_f = finding(
-        due,
-        kind="offloaded_not_deleted",
-        severity="warning",
-        component=_ML,
-        action="load_topic",
-        ledger_id=F.col("ledger_id"),
-        managed_ledger=F.col("ref_ml"),
-        bytes_=F.col("length"),
-        tenant=F.col("ref_tenant"),
-        namespace=F.col("ref_namespace"),
-        age_seconds=age_seconds(now, F.col("ctime_ms")),
-        owner_ml=F.col("ref_ml"),
-        evidence=F.struct(
-            F.lit("ledger").alias("per"),
-            F.col("offload_uuid").alias("uuid"),
-            "offload_timestamp_ms",
-            F.col("lag_ms").alias("offload_deletion_lag_ms"),
-            F.col("length").alias("bk_length"),
-            F.col("bk_deleted").alias("offload_bookkeeper_deleted"),
-            "ctime_ms",
+    per_ledger = explode_findings(
+        pj,
+        F.concat(
+            F.when(
+                F.col("ml_row").isNull(),
+                _orphans(F.col("objects"), F.col("uuid"), F.col("ledger_id"), config),
+            ).otherwise(F.array()),
+            F.when(
+                checked, F.transform("absent", lambda e: _missing_object(e, F.col("uuid"), "ledger", config))
+            ).otherwise(F.array()),
+            F.array(
+                F.when(
+                    _false(F.col("ml_row"))
+                    & ~F.col("complete")
+                    & F.col("objects").isNotNull()
+                    & (F.col("newest_ms") <= now - config.incomplete_offload_age_s * 1000),
+                    incomplete,
+                ),
+                F.when(
+                    checked & F.col("in_bk") & F.col("due") & (F.size("absent") == 0), _not_deleted(config)
+                ),
+            ),
         ),
     )
-    return orphan_f.unionByName(missing_f).unionByName(incomplete_f).unionByName(ond_f)
+
+    # Streaming layout (PIP-76): objects <uuid> and <uuid>-index, shared by the segment's ledgers.
+    st_objects = (
+        objects.filter(
+            F.col("uuid").isNotNull()
+            & ((F.col("layout") == "streaming") | (F.col("layout").isNull() & F.col("ledger_id").isNull()))
+        )
+        .groupBy("uuid")
+        .agg(F.collect_list(obj).alias("objects"))
+    )
+    seg = off.filter(F.size(segments) > 0).select(
+        "*", F.explode("offload_segments").alias("seg"), F.lit(True).alias("ml_row")
+    )
+    seg = seg.select("*", F.col("seg.uuid").alias("uuid"))
+    sj = seg.join(st_objects, "uuid", "full_outer").crossJoin(F.broadcast(spots))
+    uuid = F.col("uuid")
+    expected = F.array(_key_role(uuid, "data"), _key_role(F.concat(uuid, F.lit("-index")), "index"))
+    present = F.transform(F.coalesce("objects", F.array()), lambda o: o["key"])
+    seg_checked = checked & _false(F.col("seg.complete"))
+    sj = sj.select(
+        "*",
+        present.alias("present_keys"),
+        F.when(seg_checked, F.filter(expected, lambda e: ~F.array_contains(present, e["key"])))
+        .otherwise(F.array())
+        .alias("absent"),
+    )
+    st_orphans = explode_findings(
+        sj.filter(F.col("ml_row").isNull()),
+        _orphans(F.col("objects"), uuid, F.lit(None).cast("bigint"), config),
+    )
+    # one finding per absent key: the oldest ledger of the managed ledger that names the segment
+    st_missing = (
+        sj.filter(F.size("absent") > 0)
+        .select("*", F.explode("absent").alias("e"))
+        .groupBy("ref_ml", F.col("e.key").alias("m_key"))
+        .agg(F.min_by(F.struct("*"), F.col("ledger_id")).alias("r"))
+        .select("r.*")
+    )
+    st_missing = st_missing.select(_missing_object(F.col("e"), uuid, "streaming", config).alias("f")).select(
+        "f.*"
+    )
+    # a streaming ledger is verified when every segment it names is complete with both objects
+    per_ledger_st = (
+        sj.filter(F.col("ml_row"))
+        .groupBy("ref_ml", "ledger_id")
+        .agg(
+            F.min_by(F.struct("*"), F.col("uuid")).alias("r"),
+            F.bool_and(seg_checked & (F.size("absent") == 0)).alias("verified"),
+        )
+    )
+    st_not_deleted = per_ledger_st.filter(F.col("verified") & F.col("r.in_bk") & F.col("r.due")).select("r.*")
+    st_not_deleted = st_not_deleted.select(_not_deleted(config).alias("f")).select("f.*")
+    return per_ledger.unionByName(st_orphans).unionByName(st_missing).unionByName(st_not_deleted)

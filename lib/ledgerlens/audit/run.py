@@ -64,16 +64,14 @@ def run_audit(
         schema_references(t["schema_ledgers"]), allowMissingColumns=True
     )
     joined = rules.join_bookkeeper(t["bk_ledgers"], refs)
+    ledger_findings, offloaded = rules.ledger_rules(joined, spots, config, offload=objects is not None)
     parts = [
-        rules.orphan_and_unattributed(joined, spots, config),
-        rules.missing_ledgers(joined, config),
-        rules.open_ledger_overdue(joined, config),
-        rules.retention_overdue(joined, spots, config),
+        ledger_findings,
         rules.inactive_cursors(t["cursors"], t["ml_ledgers"], config),
         rules.corrupt_metadata(t),
     ]
-    if objects is not None:
-        parts.append(rules.offload_rules(joined, objects, spots, config, offload_bucket))
+    if objects is not None and offloaded is not None:
+        parts.append(rules.offload_rules(offloaded, objects, spots, config, offload_bucket))
     raw = parts[0]
     for p in parts[1:]:
         raw = raw.unionByName(p)

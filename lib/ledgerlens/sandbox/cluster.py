@@ -5,22 +5,21 @@ of docs/audit-rules.md plus negative controls), and returns a :class:`GroundTrut
 findings an audit with default ``AuditConfig`` and ``as_of_ms = now_ms`` must report.
 :func:`generate_bulk` writes a large healthy cluster fast, for benchmarks.
 
-Conventions of ``GroundTruth.expected`` where docs/audit-rules.md leaves a column open (they follow
-what each rule's input rows carry):
+Conventions of ``GroundTruth.expected`` where docs/audit-rules.md leaves a column open (checked
+against the pipeline's output, ``ledgerlens.pipeline.run``):
 
 - ``path``: the ledger znode for ``orphan_ledger``, ``unattributed_ledger`` and BookKeeper
-  ``corrupt_metadata``; the referencing node for ``missing_ledger`` from a cursor (cursor znode) or a
-  schema locator, null for ``missing_ledger`` of a managed ledger's ledger (``ml_ledgers`` has no path);
-  the node itself for ``corrupt_metadata`` and ``inactive_cursor``; null for ``retention_overdue``,
-  ``open_ledger_overdue``, ``offloaded_not_deleted`` and the three offload-object kinds. Paths include
-  ``root``.
+  ``corrupt_metadata``; the referencing cursor znode / schema locator for ``missing_ledger`` from a
+  cursor / schema; the node itself for ``corrupt_metadata`` and ``inactive_cursor``; the owner
+  managed-ledger znode for every other finding about a managed ledger's ledgers (``missing_ledger``,
+  ``retention_overdue``, ``open_ledger_overdue``, ``offloaded_not_deleted``, ``missing_offload_object``,
+  ``incomplete_offload``); null for ``orphan_offload_object``. Paths include ``root``.
 - ``cursor``: the cursor name (all planted names need no URL encoding, so encoded and decoded forms
   agree) for cursor findings and cursor ledgers; the ``pulsar/delayedIndexCursor`` of an orphan
   delayed-index-bucket ledger; null otherwise.
 - ``managed_ledger``: the owner managed ledger (custom metadata; the compacted / delayed topic's
-  managed ledger for those components); null for schema ledgers, unattributed ledgers, BookKeeper
-  ``corrupt_metadata`` and ``orphan_offload_object`` (its owner is read from object metadata only at
-  re-verification).
+  managed ledger for those components; ``ManagedLedgerName`` of an orphan offload object); null for
+  schema ledgers, unattributed ledgers and BookKeeper ``corrupt_metadata``.
 - ``ledger_id``: set whenever one ledger is concerned (also BookKeeper ``corrupt_metadata``, parsed
   from the path); null for cursor / managed-ledger ``corrupt_metadata`` and ``inactive_cursor``.
 
@@ -876,7 +875,7 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
         component="managed-ledger",
         ledger_id=lost.ledger_id,
         managed_ledger=name,
-        path=None,
+        path=c.ml_path(name),
     )
     c.expect(
         "missing_ledger",
@@ -926,7 +925,7 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
             component="offload",
             ledger_id=m_crit.ledger_id,
             managed_ledger=name,
-            path=None,
+            path=c.ml_path(name),
             object_key=wire.offload_data_key(u_crit, m_crit.ledger_id),
         )
         c.expect(
@@ -935,7 +934,7 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
             component="offload",
             ledger_id=m_warn.ledger_id,
             managed_ledger=name,
-            path=None,
+            path=c.ml_path(name),
             object_key=wire.offload_index_key(u_warn, m_warn.ledger_id),
         )
         c.expect(
@@ -944,7 +943,7 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
             component="managed-ledger",
             ledger_id=ond.ledger_id,
             managed_ledger=name,
-            path=None,
+            path=c.ml_path(name),
         )
         c.control(
             "offloaded_not_deleted_suppressed",
@@ -959,7 +958,7 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
                 component="offload",
                 ledger_id=inc.ledger_id,
                 managed_ledger=name,
-                path=None,
+                path=c.ml_path(name),
                 object_key=wire.offload_data_key(u_inc, inc.ledger_id),
             )
             # Objects of an earlier, abandoned offload attempt of ledger `ond` (uuid nobody references).
@@ -979,6 +978,7 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
                     "warning",
                     component="offload",
                     ledger_id=ond.ledger_id,
+                    managed_ledger=name,
                     object_key=key,
                 )
             c.control("in_progress_offload_without_objects", ledger_id=young.ledger_id, managed_ledger=name)
@@ -1010,7 +1010,7 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
             component="managed-ledger",
             ledger_id=led.ledger_id,
             managed_ledger=name,
-            path=None,
+            path=c.ml_path(name),
         )
 
     # open_ledger_overdue: the current ledger OPEN for 10 days.
@@ -1024,7 +1024,7 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
         component="managed-ledger",
         ledger_id=leds[1].ledger_id,
         managed_ledger=name,
-        path=None,
+        path=c.ml_path(name),
     )
 
     # inactive_cursor: inactive 30 days, holding two ledgers.

@@ -9,7 +9,7 @@ what ``up()`` started, also from another process.
 
 Command line::
 
-    python -m ledgerlens.sandbox.pulsar up|seed|plant|status|down --workdir DIR
+    python -m ledgerlens.sandbox.pulsar up|seed|plant|restore-s3|status|down --workdir DIR
 """
 
 from __future__ import annotations
@@ -304,6 +304,7 @@ class PulsarSandbox:
     def __init__(self, workdir: Path, *, pulsar_home: Path | None = None) -> None:
         self.workdir = Path(workdir).resolve()
         self._home = Path(pulsar_home) if pulsar_home else None
+        self._s3_server: Any = None
 
     # paths
     @property
@@ -439,7 +440,7 @@ class PulsarSandbox:
                 )
             time.sleep(0.05)
         state["pids"]["s3_relay"] = proc.pid
-        if state is not None and self.state_path.exists():
+        if self.state_path.exists():
             self._write_state(state)
         return proc.pid
 
@@ -624,9 +625,11 @@ def _relay_main(listen: int, target: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``up|seed|plant|status|down --workdir DIR``; prints JSON."""
+    """``up|seed|plant|restore-s3|status|down --workdir DIR``; prints JSON."""
     parser = argparse.ArgumentParser(prog="python -m ledgerlens.sandbox.pulsar")
-    parser.add_argument("command", choices=["up", "seed", "plant", "status", "down", "_s3relay"])
+    parser.add_argument(
+        "command", choices=["up", "seed", "plant", "restore-s3", "status", "down", "_s3relay"]
+    )
     parser.add_argument("--workdir", type=Path, default=Path("pulsar-sandbox"))
     parser.add_argument("--timeout", type=float, default=240)
     parser.add_argument("--listen", type=int)
@@ -648,6 +651,11 @@ def main(argv: list[str] | None = None) -> int:
             from ledgerlens.sandbox.failures import plant
 
             result = plant(box.state())
+        elif args.command == "restore-s3":
+            from ledgerlens.sandbox.failures import restore_s3
+
+            restore_s3(box.state())
+            result = box.status()
         elif args.command == "status":
             result = box.status()
         else:

@@ -17,6 +17,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import SandboxError
@@ -174,11 +175,8 @@ def wait_bookkeeper_deleted(zk: Any, topic: str, ledger_ids: list[int], timeout:
     def check() -> bool:
         rec = read_ml(zk, topic)
         by_id = {li.ledger_id: li for li in rec.ledgers}
-        return all(
-            by_id[i].offload is not None and by_id[i].offload.bookkeeper_deleted
-            for i in ledger_ids
-            if i in by_id
-        )
+        infos = [by_id[i].offload for i in ledger_ids if i in by_id]
+        return all(o is not None and o.bookkeeper_deleted for o in infos)
 
     wait_for(check, timeout, f"bookkeeperDeleted on ledgers {ledger_ids} of {topic}")
 
@@ -389,4 +387,8 @@ def seed(sandbox_state: dict[str, Any]) -> dict[str, Any]:
         zk.stop()
         zk.close()
     made["timings"]["seed_s"] = round(time.monotonic() - t_start, 2)
+    made["seeded_at_ms"] = int(time.time() * 1000)
+    if state.get("workdir"):
+        out = Path(state["workdir"]) / "seed.json"
+        out.write_text(json.dumps(made, indent=2, sort_keys=True, default=str, ensure_ascii=False) + "\n")
     return made

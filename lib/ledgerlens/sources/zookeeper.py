@@ -12,6 +12,7 @@ the ``ledgerlens.formats`` readers and yield plain dict rows of the inventory sc
 from __future__ import annotations
 
 import re
+import struct
 import threading
 import time
 from collections import deque
@@ -150,11 +151,13 @@ class PipelinedReader:
         max_in_flight: int = 200,
         rate_limit: float | None = None,
         stats: ScanStats | None = None,
+        multi_read: int = 0,
     ) -> None:
         self.client = client
         self.max_in_flight = max(1, int(max_in_flight))
         self.limiter = RateLimiter(rate_limit)
         self.stats = stats if stats is not None else ScanStats()
+        self.multi_read = max(0, int(multi_read))
 
     # -- public API ----------------------------------------------------------------------------
     def get(self, paths: Iterable[str], *, ordered: bool = True) -> Iterator[NodeRead]:
@@ -169,6 +172,8 @@ class PipelinedReader:
         self, paths: Iterable[str], *, data: bool = True, children: bool = False, ordered: bool = True
     ) -> Iterator[NodeRead]:
         """Data and/or children of every path, pipelined."""
+        if self.multi_read > 1 and data != children:
+            return self._batched(paths, data)
         if ordered:
             return self._ordered(paths, data, children)
         return self._as_completed(paths, data, children)
@@ -252,6 +257,67 @@ class PipelinedReader:
             if r is not None:
                 yield r
 
+    def _batched(self, paths: Iterable[str], want_data: bool) -> Iterator[NodeRead]:
+        """Ordered reads grouped ``multi_read`` at a time into ZooKeeper 3.6+ ``multiRead`` requests.
+
+        One request (and one kazoo round of Python overhead) serves a whole group; per-path errors
+        come back per path. A server without multiRead makes the reader fall back to single reads.
+        """
+        window: deque[tuple[list[str], Any]] = deque()
+        in_flight = 0
+        op = _GET_DATA if want_data else _GET_CHILDREN
+        prefix = getattr(self.client, "_prefix_root", None)
+
+        def submit(group: list[str]) -> None:
+            nonlocal in_flight
+            self.limiter.acquire(len(group))
+            result = self.client.handler.async_result()
+            full = [prefix(p) for p in group] if prefix is not None else group
+            self.client._call(_MultiRead(op, full), result)
+            self.stats.reads += len(group)
+            window.append((group, result))
+            in_flight += len(group)
+
+        def finish() -> Iterator[NodeRead]:
+            nonlocal in_flight
+            group, result = window.popleft()
+            in_flight -= len(group)
+            try:
+                values = result.get()
+            except Exception:  # noqa: BLE001 - whole request refused (old server) or connection hiccup
+                if not isinstance(result.exception, _TRANSIENT):
+                    self.multi_read = 0  # no multiRead here: single reads from now on
+                yield from self._ordered(group, want_data, not want_data)
+                return
+            for path, value in zip(group, values, strict=True):
+                if isinstance(value, NoNodeError):
+                    self.stats.vanished += 1
+                elif isinstance(value, Exception):
+                    yield NodeRead(path, error=value)
+                elif want_data:
+                    yield NodeRead(path, data=value[0], stat=value[1])
+                else:
+                    yield NodeRead(path, children=value)
+
+        group: list[str] = []
+        for path in paths:
+            group.append(path)
+            if len(group) >= self.multi_read:
+                while window and in_flight + len(group) > self.max_in_flight:
+                    yield from finish()
+                if self.multi_read:
+                    submit(group)
+                else:
+                    yield from self._ordered(group, want_data, not want_data)
+                group = []
+        if group:
+            if self.multi_read:
+                submit(group)
+            else:
+                yield from self._ordered(group, want_data, not want_data)
+        while window:
+            yield from finish()
+
     def _as_completed(self, paths: Iterable[str], want_data: bool, want_children: bool) -> Iterator[NodeRead]:
         import queue
 
@@ -287,6 +353,72 @@ class PipelinedReader:
             r = self._finish(p)
             if r is not None:
                 yield r
+
+
+# -- ZooKeeper 3.6+ multiRead (opcode 22) over kazoo's connection ---------------------------------
+_GET_DATA, _GET_CHILDREN = 4, 8
+_MULTI_HEADER = struct.Struct("!iBi")
+_INT = struct.Struct("!i")
+_STAT = struct.Struct("!qqqqiiiqiiq")
+
+
+class _MultiRead:
+    """A ``multiRead`` request of getData or getChildren ops, in kazoo's request protocol."""
+
+    type = 22
+
+    def __init__(self, op: int, paths: list[str]) -> None:
+        self.op = op
+        self.paths = paths
+
+    def serialize(self) -> bytes:
+        out = bytearray()
+        head = _MULTI_HEADER.pack(self.op, False, -1)
+        for p in self.paths:
+            raw = p.encode("utf-8")
+            out += head
+            out += _INT.pack(len(raw))
+            out += raw
+            out += b"\x00"  # no watch
+        out += _MULTI_HEADER.pack(-1, True, -1)
+        return bytes(out)
+
+    @classmethod
+    def deserialize(cls, buf: bytes, offset: int) -> list[Any]:
+        from kazoo.exceptions import EXCEPTIONS
+
+        results: list[Any] = []
+        unpack_header, unpack_int, unpack_stat = (
+            _MULTI_HEADER.unpack_from,
+            _INT.unpack_from,
+            _STAT.unpack_from,
+        )
+        while True:
+            kind, done, err = unpack_header(buf, offset)
+            offset += 9
+            if done:
+                return results
+            if kind == _GET_DATA:
+                (n,) = unpack_int(buf, offset)
+                offset += 4
+                data = buf[offset : offset + n] if n >= 0 else b""
+                offset += max(n, 0)
+                results.append((data, ZnodeStat._make(unpack_stat(buf, offset))))
+                offset += _STAT.size
+            elif kind == _GET_CHILDREN:
+                (count,) = unpack_int(buf, offset)
+                offset += 4
+                names = []
+                for _ in range(max(count, 0)):
+                    (n,) = unpack_int(buf, offset)
+                    offset += 4
+                    names.append(buf[offset : offset + n].decode("utf-8"))
+                    offset += n
+                results.append(names)
+            else:  # -1: ErrorResult
+                (code,) = unpack_int(buf, offset)
+                offset += 4
+                results.append(EXCEPTIONS[code]())
 
 
 # -- helpers -----------------------------------------------------------------------------------

@@ -1,0 +1,345 @@
+"""Real failure paths in a running :class:`~ledgerlens.sandbox.pulsar.PulsarSandbox`, with ground truth.
+
+Each anomaly is made the way it happens in production, by the broker itself or by an operator's
+metadata edit, never by writing fake bytes:
+
+- ``orphan_offload_object``: a topic with offloaded ledgers is deleted (``DELETE ...?force=true``)
+  while S3 is unreachable *from the broker*. The broker reaches S3 only through the sandbox's TCP
+  relay; stopping the relay is, for the broker, an S3 outage (connection refused), while moto keeps
+  its objects in memory (restarting moto would lose them all). The broker deletes the managed ledger
+  and schedules the offload cleanup, whose retries fail; the objects stay behind. The outage lasts
+  until :func:`restore_s3` (the audit runs during it, reading moto directly, as an auditor outside
+  the broker's network partition would).
+- ``orphan_ledger``: a ledger dropped from a managed ledger's ledger list by a version-checked edit
+  of the znode (read + stat, decode with the project's protos, drop one, write with the version),
+  after unloading the topic so that the broker does not overwrite the edit.
+- ``missing_ledger``: the BookKeeper metadata znode of a referenced ledger is deleted (topic unloaded).
+- ``missing_offload_object``: the data object of an offloaded ledger whose BookKeeper copy is
+  already deleted is removed from S3 (critical: the data is gone).
+- ``retention_overdue``: consumed ledgers of a topic that is unloaded and never loaded again, in a
+  namespace whose retention is then lowered to zero: the broker never trims them.
+- ``orphan_ledger`` leaked by the broker itself (found with this sandbox): a topic unloaded while the
+  ledger of a rollover is being created; the broker closes that ledger and never deletes it
+  (:func:`plant_unload_race`; its own log line is the ground truth).
+
+The ground truth lists the findings an audit must report with ``min_orphan_age_s`` and
+``retention_grace_s`` at most :data:`MAX_AGE_S` (the planted objects are made older than that).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from ledgerlens.errors import SandboxError
+from ledgerlens.formats.offload import ledger_object_keys
+from ledgerlens.formats.paths import ledger_path
+from ledgerlens.proto import managed_ledger_pb2 as mlpb
+from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, make_client, topic_path
+from ledgerlens.sandbox.seed import (
+    consume,
+    ensure_namespace,
+    ml_path,
+    offload_and_wait,
+    offloaded_ledgers,
+    produce,
+    read_ml,
+    wait_bookkeeper_deleted,
+    wait_for,
+    zk_client,
+)
+
+FINDING_KEYS = (
+    "kind",
+    "severity",
+    "component",
+    "ledger_id",
+    "managed_ledger",
+    "cursor",
+    "path",
+    "object_key",
+)
+MAX_AGE_S = 30  # planted anomalies are older than this when plant() returns
+
+NS_FAIL = "ll-fail/ns"
+NS_FAIL_OFFLOAD = "ll-fail/offload"
+NS_OVERDUE = "ll-overdue/ns"
+TOPIC_OVERDUE = f"persistent://{NS_OVERDUE}/overdue topic"
+TOPIC_ORPHAN_EDIT = f"persistent://{NS_FAIL}/orphan edit"
+TOPIC_MISSING_LEDGER = f"persistent://{NS_FAIL}/missing ledger"
+TOPIC_UNLOAD_RACE = f"persistent://{NS_FAIL}/unload during rollover"
+ENTRIES_PER_LEDGER = 50  # managedLedgerMaxEntriesPerLedger of the sandbox
+TOPIC_DELETED_OUTAGE = f"persistent://{NS_FAIL_OFFLOAD}/deleted during outage"
+TOPIC_MISSING_OBJECT = f"persistent://{NS_FAIL_OFFLOAD}/missing object"
+KEEP = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+
+
+def _finding(kind: str, severity: str, component: str, **cols: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {k: None for k in FINDING_KEYS}
+    row.update(kind=kind, severity=severity, component=component, **cols)
+    return row
+
+
+def _s3(state: dict[str, Any]) -> Any:
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=state["s3_endpoint"],
+        region_name=state["region"],
+        aws_access_key_id=AWS_DUMMY["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=AWS_DUMMY["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+def _unload(web: str, topic: str) -> None:
+    admin(web, "PUT", topic_path(topic) + "/unload", ok=(200, 204))
+
+
+def _ml_name(topic: str) -> str:
+    return ml_path(topic).removeprefix("/managed-ledgers/")
+
+
+def _offloaded_topic(state: dict[str, Any], zk: Any, client: Any, topic: str) -> list[int]:
+    produce(client, topic, 200)
+    offload_and_wait(state["web_url"], topic)
+    ids = offloaded_ledgers(read_ml(zk, topic))
+    if len(ids) < 2:
+        raise SandboxError(f"{topic}: expected at least two offloaded ledgers, got {ids}")
+    wait_bookkeeper_deleted(zk, topic, ids)
+    return ids
+
+
+def plant_retention_overdue(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
+    """Consumed ledgers kept by a topic that is unloaded, then retention lowered to 0."""
+    web = state["web_url"]
+    ensure_namespace(web, NS_OVERDUE, {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100})
+    produce(client, TOPIC_OVERDUE, 180)
+    got = consume(client, TOPIC_OVERDUE, "reader", 180)
+    if got != 180:
+        raise SandboxError(f"{TOPIC_OVERDUE}: consumed {got} of 180")
+
+    def caught_up() -> bool:
+        st = admin(web, "GET", topic_path(TOPIC_OVERDUE) + "/internalStats")
+        return bool(st["cursors"]["reader"]["markDeletePosition"] == st["lastConfirmedEntry"])
+
+    wait_for(caught_up, 60, f"the mark-delete position of 'reader' on {TOPIC_OVERDUE}")
+    _unload(web, TOPIC_OVERDUE)
+    # from now on nothing may load the topic again: no admin call names it, no client opens it
+    ensure_namespace(web, NS_OVERDUE, {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
+    from ledgerlens.formats.managed_ledger import decode_cursor
+
+    path = ml_path(TOPIC_OVERDUE)
+    rec = read_ml(zk, TOPIC_OVERDUE)
+    slowest = min(
+        decode_cursor(zk.get(f"{path}/{c}")[0], path=f"{path}/{c}").mark_delete_ledger_id or -1
+        for c in zk.get_children(path)
+    )
+    expected = []
+    ledgers = list(rec.ledgers)
+    for li in ledgers[:-1]:  # the last ledger is never trimmed
+        if li.ledger_id >= slowest or not li.timestamp_ms:
+            break
+        expected.append(
+            _finding(
+                "retention_overdue", "warning", "managed-ledger",
+                ledger_id=li.ledger_id, managed_ledger=_ml_name(TOPIC_OVERDUE), path=path,
+            )
+        )  # fmt: skip
+    if len(expected) < 2:
+        raise SandboxError(
+            f"{TOPIC_OVERDUE}: expected consumed ledgers, got ledgers {ledgers} slowest {slowest}"
+        )
+    return expected
+
+
+def plant_orphan_by_edit(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
+    """Drop a ledger from the managed ledger's list with a version-checked write (topic unloaded)."""
+    produce(client, TOPIC_ORPHAN_EDIT, 180)  # not a multiple of the ledger size: no rollover in flight
+    _unload(state["web_url"], TOPIC_ORPHAN_EDIT)
+    path = ml_path(TOPIC_ORPHAN_EDIT)
+    data, stat = zk.get(path)
+    if data[:2] == b"\x47\x78":
+        raise SandboxError(f"{path}: compressed managed-ledger info; the sandbox writes uncompressed only")
+    info = mlpb.ManagedLedgerInfo()
+    info.ParseFromString(data)
+    if len(info.ledgerInfo) < 3:
+        raise SandboxError(f"{path}: expected at least 3 ledgers, got {len(info.ledgerInfo)}")
+    dropped = info.ledgerInfo[1].ledgerId
+    del info.ledgerInfo[1]
+    zk.set(path, info.SerializeToString(), version=stat.version)
+    if zk.exists(ledger_path(dropped)) is None:
+        raise SandboxError(f"ledger {dropped} has no BookKeeper metadata")
+    return [
+        _finding(
+            "orphan_ledger", "warning", "managed-ledger",
+            ledger_id=dropped, managed_ledger=_ml_name(TOPIC_ORPHAN_EDIT), path=ledger_path(dropped),
+        )
+    ]  # fmt: skip
+
+
+def plant_unload_race(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
+    """Unload a topic while the broker creates the next ledger after a full one: Pulsar leaks it.
+
+    Found with this sandbox (Pulsar 4.0.8): when ``unload`` closes the managed ledger while the ledger
+    for the rollover is being created, the broker logs ``ledger create completed after the managed
+    ledger is closed rc=0 ledger=N, so just close this ledger handle`` and never deletes ledger N,
+    which no metadata references. The broker's own log line is the ground truth; the race is tried
+    a few times (each try fills exactly one ledger, then unloads at once).
+    """
+    ml = _ml_name(TOPIC_UNLOAD_RACE)
+    pattern = re.compile(
+        rf"\[{re.escape(ml)}\] ledger create completed after the managed ledger is closed rc=0 ledger=(\d+)"
+    )
+    log = Path(state["logs"]["pulsar"])
+    for _ in range(5):
+        produce(client, TOPIC_UNLOAD_RACE, ENTRIES_PER_LEDGER)
+        _unload(state["web_url"], TOPIC_UNLOAD_RACE)
+        time.sleep(1)
+        leaked = [int(m) for m in pattern.findall(log.read_text(errors="replace"))]
+        leaked = [i for i in leaked if zk.exists(ledger_path(i)) is not None]
+        listed = {li.ledger_id for li in read_ml(zk, TOPIC_UNLOAD_RACE).ledgers}
+        leaked = [i for i in leaked if i not in listed]
+        if leaked:
+            return [
+                _finding(
+                    "orphan_ledger", "warning", "managed-ledger",
+                    ledger_id=i, managed_ledger=ml, path=ledger_path(i),
+                )
+                for i in leaked
+            ]  # fmt: skip
+    return []  # the race was not hit: nothing leaked, nothing expected
+
+
+def plant_missing_ledger(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
+    """Delete the BookKeeper metadata znode of a ledger the managed ledger still lists."""
+    produce(client, TOPIC_MISSING_LEDGER, 130)
+    _unload(state["web_url"], TOPIC_MISSING_LEDGER)
+    rec = read_ml(zk, TOPIC_MISSING_LEDGER)
+    victim = rec.ledgers[0].ledger_id
+    lpath = ledger_path(victim)
+    _, stat = zk.get(lpath)
+    zk.delete(lpath, version=stat.version)
+    return [
+        _finding(
+            "missing_ledger", "critical", "managed-ledger",
+            ledger_id=victim, managed_ledger=_ml_name(TOPIC_MISSING_LEDGER),
+            path=ml_path(TOPIC_MISSING_LEDGER),
+        )
+    ]  # fmt: skip
+
+
+def plant_missing_offload_object(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
+    """Remove the data object of an offloaded ledger whose BookKeeper copy is already deleted."""
+    ids = _offloaded_topic(state, zk, client, TOPIC_MISSING_OBJECT)
+    rec = read_ml(zk, TOPIC_MISSING_OBJECT)
+    li = next(x for x in rec.ledgers if x.ledger_id == ids[0])
+    assert li.offload is not None and li.offload.uuid is not None
+    data_key, _ = ledger_object_keys(li.offload.uuid, li.ledger_id)
+    s3 = _s3(state)
+    s3.head_object(Bucket=state["bucket"], Key=data_key)
+    s3.delete_object(Bucket=state["bucket"], Key=data_key)
+    return [
+        _finding(
+            "missing_offload_object", "critical", "offload",
+            ledger_id=li.ledger_id, managed_ledger=_ml_name(TOPIC_MISSING_OBJECT),
+            path=ml_path(TOPIC_MISSING_OBJECT), object_key=data_key,
+        )
+    ]  # fmt: skip
+
+
+def plant_orphan_objects_by_outage(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
+    """Delete a topic with offloaded ledgers while the broker cannot reach S3; objects stay behind."""
+    web = state["web_url"]
+    ids = _offloaded_topic(state, zk, client, TOPIC_DELETED_OUTAGE)
+    rec = read_ml(zk, TOPIC_DELETED_OUTAGE)
+    keys: list[tuple[int, str]] = []
+    for li in rec.ledgers:
+        if li.ledger_id in ids and li.offload is not None and li.offload.uuid:
+            keys.extend((li.ledger_id, k) for k in ledger_object_keys(li.offload.uuid, li.ledger_id))
+    s3 = _s3(state)
+    for _, key in keys:
+        s3.head_object(Bucket=state["bucket"], Key=key)
+    box = PulsarSandbox(Path(state["workdir"]))
+    box.stop_s3_relay(state)  # S3 outage as the broker sees it
+    admin(web, "DELETE", topic_path(TOPIC_DELETED_OUTAGE), params={"force": "true"}, timeout=300)
+    if zk.exists(ml_path(TOPIC_DELETED_OUTAGE)) is not None:
+        raise SandboxError(f"{TOPIC_DELETED_OUTAGE}: managed ledger still present after deletion")
+    ml = _ml_name(TOPIC_DELETED_OUTAGE)
+    return [
+        _finding(
+            "orphan_offload_object", "warning", "offload", ledger_id=lid, managed_ledger=ml, object_key=key
+        )
+        for lid, key in keys
+    ]
+
+
+def restore_s3(sandbox_state: dict[str, Any]) -> None:
+    """End the broker's S3 outage: restart the relay on the same port (no-op when it runs)."""
+    box = PulsarSandbox(Path(sandbox_state["workdir"]))
+    state = box.state()
+    if not state.get("pids", {}).get("s3_relay"):
+        box.start_s3_relay(state)
+
+
+def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
+    """Plant every failure; returns the ground truth (also ``workdir/ground_truth.json``).
+
+    Keys: ``expected`` (finding dicts with :data:`FINDING_KEYS`), ``topics`` (the failure topics, never
+    to be loaded again by tests), ``s3_outage`` (True until :func:`restore_s3`), ``planted_at_ms``,
+    ``max_age_s`` and ``timings``.
+    """
+    state = sandbox_state
+    web = state["web_url"]
+    t_start = time.monotonic()
+    ensure_namespace(web, NS_FAIL, KEEP)
+    ensure_namespace(web, NS_FAIL_OFFLOAD, KEEP)
+    timings: dict[str, float] = {}
+    expected: list[dict[str, Any]] = []
+    client = make_client(state)
+    zk = zk_client(state)
+    try:
+        # order: offloads need the relay, so the outage comes after them; ages count from the outage
+        for name, step in (
+            ("retention_overdue", plant_retention_overdue),
+            ("orphan_ledger", plant_orphan_by_edit),
+            ("orphan_ledger_unload_race", plant_unload_race),
+            ("missing_offload_object", plant_missing_offload_object),
+            ("orphan_offload_object", plant_orphan_objects_by_outage),
+            ("missing_ledger", plant_missing_ledger),
+        ):
+            t0 = time.monotonic()
+            expected.extend(step(state, zk, client))
+            timings[name] = round(time.monotonic() - t0, 2)
+            if name == "orphan_offload_object":
+                t_aged = time.monotonic()
+    finally:
+        client.close()
+        zk.stop()
+        zk.close()
+    # every planted anomaly (ledger ctime, object last-modified, ledger close time) must be older than
+    # MAX_AGE_S before an audit with min_orphan_age_s / retention_grace_s up to that
+    rest = MAX_AGE_S + 1 - (time.monotonic() - t_aged)
+    if rest > 0:
+        time.sleep(rest)
+    truth = {
+        "expected": sorted(expected, key=lambda f: json.dumps(f, sort_keys=True)),
+        "topics": [
+            TOPIC_OVERDUE,
+            TOPIC_ORPHAN_EDIT,
+            TOPIC_MISSING_LEDGER,
+            TOPIC_DELETED_OUTAGE,
+            TOPIC_MISSING_OBJECT,
+        ],
+        "s3_outage": True,
+        "planted_at_ms": int(time.time() * 1000),
+        "max_age_s": MAX_AGE_S,
+        "timings": {**timings, "plant_s": round(time.monotonic() - t_start, 2)},
+    }
+    (Path(state["workdir"]) / "ground_truth.json").write_text(
+        json.dumps(truth, indent=2, sort_keys=True) + "\n"
+    )
+    return truth
