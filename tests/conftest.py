@@ -63,6 +63,9 @@ def spark() -> Iterator[object]:
     # Python workers must import ledgerlens: run them with this interpreter (the venv), not PATH's python3.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Executors inherit the environment at start-up: the S3 scans in tests talk to moto only.
+    for k, v in _AWS_DUMMY.items():
+        os.environ.setdefault(k, v)
     try:
         session = configure(SparkSession.builder, master="local[2]", shuffle_partitions=4).getOrCreate()
     except Exception as e:  # noqa: BLE001 - report any start failure as a test failure

@@ -192,8 +192,8 @@ def _not_hidden(prefixes: Column) -> Column:
     return ~F.arrays_overlap(prefixes, F.col("spots"))
 
 
-def _ledger_items(config: AuditConfig) -> Column:
-    """The ledger findings of one joined row, as an array of raw findings (nulls for none)."""
+def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
+    """The ledger rules as (condition on a joined row, raw finding) pairs."""
     now = config.as_of_ms
     unreferenced_old = (
         F.col("ref_component").isNull()
@@ -314,20 +314,20 @@ def _ledger_items(config: AuditConfig) -> Column:
         evidence=F.struct("ret_ev.*", _false(F.col("bk_present")).alias("in_bookkeeper")),
         **ml_common,
     )
-    return F.array(
-        F.when(
+    return [
+        (
             unreferenced_old & (F.col("application") == "pulsar") & _not_hidden(prefixes),
             orphan,
         ),
-        F.when(
+        (
             unreferenced_old & (F.col("application").isNull() | (F.col("application") != "pulsar")),
             unattributed,
         ),
-        F.when(
+        (
             F.col("bk_present").isNull() & ref.isNotNull() & ~(is_ml & _false(F.col("offload_complete"))),
             missing,
         ),
-        F.when(
+        (
             is_ml
             & _false(F.col("is_last"))
             & (F.col("state") == "OPEN")
@@ -335,11 +335,11 @@ def _ledger_items(config: AuditConfig) -> Column:
             & (F.col("ctime_ms") <= now - config.open_ledger_max_age_s * 1000),
             open_overdue,
         ),
-        F.when(
+        (
             is_ml & _false(F.col("ret_overdue")) & _not_hidden(owner_prefixes(ML_TAG, F.col("ref_ml"))),
             retention,
         ),
-    )
+    ]
 
 
 def _is_offloaded() -> Column:
@@ -375,25 +375,38 @@ def ledger_rules(
     ``retention_overdue`` in one pass over ``joined``; with ``offload``, also the offloaded ledgers
     (for ``offload_rules``) from the same pass.
 
-    The pass keeps only rows that matter (a finding, or an offloaded ledger). When both outputs are
-    used, that small result goes through one shuffle that both consumers share, so the big join
-    runs once.
+    The big join is filtered to candidate rows (and offloaded ledgers) with cheap conditions; that
+    small result goes through one shuffle that every consumer shares, so the join runs once.
     """
-    j = joined.crossJoin(F.broadcast(spots))
-    items = F.filter(_ledger_items(config), lambda x: x.isNotNull())
-    keep = F.size(F.col("items")) > 0
-    if not offload:
-        return j.select(items.alias("items")).filter(keep).select(F.explode("items").alias("f")).select(
-            "f.*"
-        ), None
-    off = F.when(_is_offloaded(), F.struct(*OFFLOAD_ROW))
-    step = (
-        j.select("ledger_id", items.alias("items"), off.alias("off"))
-        .filter(keep | F.col("off").isNotNull())
-        .repartition("ledger_id")
+    now = config.as_of_ms
+    ref, is_ml = F.col("ref_component"), F.col("ref_component") == _ML
+    candidate = (
+        (
+            ref.isNull()
+            & F.col("bk_error").isNull()
+            & (F.col("ctime_ms") <= now - config.min_orphan_age_s * 1000)
+        )
+        | (F.col("bk_present").isNull() & ref.isNotNull() & ~(is_ml & _false(F.col("offload_complete"))))
+        | (
+            is_ml
+            & (F.col("state") == "OPEN")
+            & (F.col("ctime_ms") <= now - config.open_ledger_max_age_s * 1000)
+        )
+        | (is_ml & _false(F.col("ret_overdue")))
     )
-    findings = step.select(F.explode("items").alias("f")).select("f.*")
-    return findings, step.filter(F.col("off").isNotNull()).select("off.*")
+    offloaded = _is_offloaded()
+    # Cheap filter on the big join, then one shuffle of the few rows left: the findings are built
+    # after it (small data, simple stages) and, with offload, both consumers share it.
+    step = joined.filter(candidate | offloaded if offload else candidate).repartition("ledger_id")
+    rows = step.filter(candidate).crossJoin(F.broadcast(spots))
+    # one small select per rule (a single array of them outgrows Java's 64 KB method limit)
+    parts = [rows.filter(cond).select(f.alias("f")).select("f.*") for cond, f in _ledger_items(config)]
+    findings = parts[0]
+    for p in parts[1:]:
+        findings = findings.unionByName(p)
+    if not offload:
+        return findings, None
+    return findings, step.filter(offloaded).select(*OFFLOAD_ROW)
 
 
 # --------------------------------------------------------------------------------------------------
