@@ -41,6 +41,14 @@ def _audit(spark: Any, hosts: str, s3_endpoint: str, bucket: str, out: Path) -> 
     )
 
 
+def _bucket(s3_endpoint: str, prefix: str) -> str:
+    import boto3
+
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=name)
+    return name
+
+
 def _keys(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     def norm(v: Any) -> Any:
         return None if v is None or (isinstance(v, float) and v != v) else v
@@ -56,7 +64,7 @@ def planted(zookeeper, s3_server, spark, tmp_path_factory):  # type: ignore[no-u
     client.start()
     chroot = _chroot(client, "planted")
     client.stop()
-    bucket = f"planted-{uuid.uuid4().hex[:8]}"
+    bucket = _bucket(s3_server.endpoint_url, "planted")
     hosts = zookeeper.hosts + chroot
     truth = generate(
         hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="planted", now_ms=NOW_MS
@@ -122,7 +130,7 @@ def test_healthy_cluster_has_no_finding_at_all(zookeeper, s3_server, spark, tmp_
     client.start()
     chroot = _chroot(client, "healthy")
     client.stop()
-    bucket = f"healthy-{uuid.uuid4().hex[:8]}"
+    bucket = _bucket(s3_server.endpoint_url, "healthy")
     hosts = zookeeper.hosts + chroot
     truth = generate(
         hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="healthy", now_ms=NOW_MS

@@ -29,7 +29,12 @@ D = 24 * H
 MB = 1024 * 1024
 OLD = NOW - 30 * D
 CFG = AuditConfig(as_of_ms=NOW)  # orphan 24h, incomplete 24h, lag 4h, retention 0/0, grace 6h, 7d, 7d
-OFFLOAD_KINDS = {"orphan_offload_object", "missing_offload_object", "incomplete_offload", "offloaded_not_deleted"}
+OFFLOAD_KINDS = {
+    "orphan_offload_object",
+    "missing_offload_object",
+    "incomplete_offload",
+    "offloaded_not_deleted",
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -192,7 +197,12 @@ def _main_rows() -> dict[str, list[dict[str, Any]]]:
         bk(101, LIVE, cursor="sub"),  # cursor ledger the cursor no longer references
         bk(102, component="schema", schema_id="o/ns/old"),
         bk(103, component="compacted-ledger", compacted_topic="persistent://o/ns/live"),
-        bk(104, component="delayed-index-bucket", delayed_topic="persistent://o/ns/live", delayed_cursor="sub"),
+        bk(
+            104,
+            component="delayed-index-bucket",
+            delayed_topic="persistent://o/ns/live",
+            delayed_cursor="sub",
+        ),
         bk(105, "o/ns/persistent/gone", ctime_ms=NOW - D),  # exactly min_orphan_age: reported
         bk(106, "o/ns/persistent/gone", ctime_ms=NOW - D + 1),  # young orphan: silent
         bk(107, application=None, component=None),  # unattributed
@@ -218,8 +228,14 @@ def _main_rows() -> dict[str, list[dict[str, Any]]]:
     objs += pair("u201", 201)
     bks.append(bk(202, MISS, **YOUNG_OPEN))
     curs.append(
-        cur(MISS, "c1", 202, cursors_ledger_id=203, properties={"CompactedTopicLedger": 116},
-            cursor_properties={"#pulsar.internal.delayed.bucket_1_2": "205", "other": "999"})  # fmt: skip
+        cur(
+            MISS,
+            "c1",
+            202,
+            cursors_ledger_id=203,
+            properties={"CompactedTopicLedger": 116},
+            cursor_properties={"#pulsar.internal.delayed.bucket_1_2": "205", "other": "999"},
+        )  # fmt: skip
     )
     schema_rows = [schema_ref("m/ns/t", 204), schema_ref("s/ns/bad", None, error="bad SchemaLocator")]
 
@@ -256,7 +272,10 @@ def _main_rows() -> dict[str, list[dict[str, Any]]]:
     topic("e/ns/persistent/t", [{"ledger_id": 470}, {"ledger_id": 471}])  # policies undecodable: silent
 
     # inactive cursors
-    topic(IDLE, [{"ledger_id": 500, "size": 100}, {"ledger_id": 501, "size": 200}, {"ledger_id": 502, "size": 300}])
+    topic(
+        IDLE,
+        [{"ledger_id": 500, "size": 100}, {"ledger_id": 501, "size": 200}, {"ledger_id": 502, "size": 300}],
+    )
     curs += [
         cur(IDLE, "idle", 501, last_active_ms=NOW - 7 * D),  # exactly the limit: reported
         cur(IDLE, "recent", 500, last_active_ms=NOW - 7 * D + 1),
@@ -336,7 +355,12 @@ def test_orphan_ledgers(main: list[dict[str, Any]]) -> None:
         105: ("managed-ledger", "o/ns/persistent/gone", None),
     }
     f = got[100]
-    assert (f["severity"], f["action"], f["bytes"], f["path"]) == ("warning", "delete_ledger", 100, "/ledgers/L0000000100")
+    assert (f["severity"], f["action"], f["bytes"], f["path"]) == (
+        "warning",
+        "delete_ledger",
+        100,
+        "/ledgers/L0000000100",
+    )
     assert (f["tenant"], f["namespace"], f["age_seconds"]) == ("o", "o/ns", 30 * 86400)
     assert ev(f)["owner_exists"] is False and ev(f)["ctime_ms"] == OLD
     assert ev(got[101])["owner_exists"] is True and ev(got[101])["owner_path"] == f"/managed-ledgers/{LIVE}"
@@ -359,7 +383,11 @@ def test_missing_ledgers(main: list[dict[str, Any]]) -> None:
     assert ev(got[200])["owner_path"] == f"/managed-ledgers/{MISS}"
     assert (got[203]["component"], got[203]["cursor"], got[203]["path"]) == (
         "cursor", "c1", f"/managed-ledgers/{MISS}/c1")  # fmt: skip
-    assert (got[204]["component"], got[204]["path"], got[204]["namespace"]) == ("schema", "/schemas/m/ns/t", "m/ns")
+    assert (got[204]["component"], got[204]["path"], got[204]["namespace"]) == (
+        "schema",
+        "/schemas/m/ns/t",
+        "m/ns",
+    )
     assert got[205]["component"] == "delayed-index-bucket"
     assert ev(got[205])["property"] == "#pulsar.internal.delayed.bucket_1_2"
 
@@ -380,9 +408,19 @@ def test_retention_walk(main: list[dict[str, Any]]) -> None:
     assert set(got) == {400, 410, 420, 430, 450, 480}
     assert all(f["action"] == "load_topic" and f["component"] == "managed-ledger" for f in got.values())
     e = ev(got[420])
-    assert (e["per"], e["slowest_ledger_id"], e["slowest_cursor"], e["retention_minutes"]) == ("ledger", 421, "b", 60)
+    assert (e["per"], e["slowest_ledger_id"], e["slowest_cursor"], e["retention_minutes"]) == (
+        "ledger",
+        421,
+        "b",
+        60,
+    )
     e = ev(got[450])
-    assert (e["retention_mb"], e["retention_minutes"], e["over_size"], e["size_from_here"]) == (1, -1, True, MB + 1)
+    assert (e["retention_mb"], e["retention_minutes"], e["over_size"], e["size_from_here"]) == (
+        1,
+        -1,
+        True,
+        MB + 1,
+    )
     assert (ev(got[480])["retention_minutes"], ev(got[480])["retention_mb"]) == (0, 0)
     assert got[400]["path"] == f"/managed-ledgers/{RET}walk" and got[400]["age_seconds"] == 30 * 86400
 
@@ -391,7 +429,12 @@ def test_inactive_cursor(main: list[dict[str, Any]]) -> None:
     got = of(main, "inactive_cursor")
     assert set(got) == {"idle"}
     f = got["idle"]
-    assert (f["bytes"], f["path"], f["ledger_id"], f["age_seconds"]) == (200, f"/managed-ledgers/{IDLE}/idle", None, 7 * 86400)
+    assert (f["bytes"], f["path"], f["ledger_id"], f["age_seconds"]) == (
+        200,
+        f"/managed-ledgers/{IDLE}/idle",
+        None,
+        7 * 86400,
+    )
     assert ev(f)["per"] == "cursor" and ev(f)["held_ledgers"] == 1
 
 
@@ -426,7 +469,11 @@ def test_offload_rules(main: list[dict[str, Any]]) -> None:
     ]
     ond = of(main, "offloaded_not_deleted")
     assert set(ond) == {600}  # 601: lag not passed; 602: object missing; 604: other bucket
-    assert (ond[600]["bytes"], ond[600]["action"], ev(ond[600])["offload_deletion_lag_ms"]) == (100, "load_topic", 4 * H)
+    assert (ond[600]["bytes"], ond[600]["action"], ev(ond[600])["offload_deletion_lag_ms"]) == (
+        100,
+        "load_topic",
+        4 * H,
+    )
 
 
 def test_without_offload_objects_only_offload_rules_are_silent(
@@ -458,8 +505,13 @@ def test_blind_spots_hide_what_they_may_own(spark: Any) -> None:
             {"managed_ledger": "c/ns", "path": "/managed-ledgers/c/ns", "error": "cannot list"},  # a subtree
             ml("b/ns/persistent/cur"),
         ],
-        "cursors": [{**cur("b/ns/persistent/cur", None, None), "path": "/managed-ledgers/b/ns/persistent/cur/s",
-                     "error": "bad ManagedCursorInfo"}],  # fmt: skip
+        "cursors": [
+            {
+                **cur("b/ns/persistent/cur", None, None),
+                "path": "/managed-ledgers/b/ns/persistent/cur/s",
+                "error": "bad ManagedCursorInfo",
+            }
+        ],  # fmt: skip
         "ml_ledgers": ledgers("b/ns/persistent/cur", {"ledger_id": 710}, {"ledger_id": 711}),
         "bk_ledgers": [
             bk(700, "b/ns/persistent/broken"),
@@ -516,8 +568,14 @@ def test_healthy_inventory_gives_no_finding(spark: Any) -> None:
             bk(10, t, ctime_ms=NOW - H),  # just created, not yet in the ML list
         ],
         "cursors": [
-            cur(t, "sub", 3, cursors_ledger_id=5, properties={"CompactedTopicLedger": 6},
-                cursor_properties={"#pulsar.internal.delayed.bucket_3_4": "7"}),  # fmt: skip
+            cur(
+                t,
+                "sub",
+                3,
+                cursors_ledger_id=5,
+                properties={"CompactedTopicLedger": 6},
+                cursor_properties={"#pulsar.internal.delayed.bucket_3_4": "7"},
+            ),  # fmt: skip
         ],
         "schema_ledgers": [schema_ref("h/ns/t", 8)],
         "namespace_policies": [pol("h/ns", -1, 1000)],  # keep forever, up to 1000 MB

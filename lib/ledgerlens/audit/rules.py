@@ -554,16 +554,16 @@ def _obj_orphan(o: Column, uuid: Column, ledger_id: Column, config: AuditConfig)
 
 
 def _orphans(objects: Column, uuid: Column, ledger_id: Column, config: AuditConfig) -> Column:
-    """Orphan findings for the old enough objects of an unreferenced group; none near a blind spot
-    (an object's managed ledger is unknown until re-verification reads its user metadata)."""
+    """Orphan candidates for the old enough objects of an unreferenced group.
+
+    An object's managed ledger is unknown until re-verification reads its user metadata, so the
+    blind-spot check happens there (``ledgerlens.reverify``), not here.
+    """
     cut = config.as_of_ms - config.min_orphan_age_s * 1000
-    return F.when(
-        _not_hidden(F.array(F.lit(f"{ML_TAG}:{ANY}"))),
-        F.transform(
-            F.filter(objects, lambda o: o["last_modified_ms"] <= cut),
-            lambda o: _obj_orphan(o, uuid, ledger_id, config),
-        ),
-    ).otherwise(F.array())
+    return F.transform(
+        F.filter(objects, lambda o: o["last_modified_ms"] <= cut),
+        lambda o: _obj_orphan(o, uuid, ledger_id, config),
+    )
 
 
 def _missing_object(e: Column, uuid: Column, layout: str, config: AuditConfig) -> Column:

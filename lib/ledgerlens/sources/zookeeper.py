@@ -266,13 +266,13 @@ class PipelinedReader:
         window: deque[tuple[list[str], Any]] = deque()
         in_flight = 0
         op = _GET_DATA if want_data else _GET_CHILDREN
-        prefix = getattr(self.client, "_prefix_root", None)
+        chroot = self.client.chroot or ""  # multiRead bypasses kazoo's own chroot handling
 
         def submit(group: list[str]) -> None:
             nonlocal in_flight
             self.limiter.acquire(len(group))
             result = self.client.handler.async_result()
-            full = [prefix(p) for p in group] if prefix is not None else group
+            full = [chroot + p for p in group] if chroot else group
             self.client._call(_MultiRead(op, full), result)
             self.stats.reads += len(group)
             window.append((group, result))
