@@ -5,11 +5,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+LL := $(VENV)/bin/ledgerlens
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_DIR ?= demo-out
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps demo test lint typecheck proto bench clean sandbox-down
+.PHONY: setup system-deps demo demo-local test lint typecheck proto bench clean sandbox-down
 
 setup: system-deps $(STAMP)
 
@@ -25,17 +26,34 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# A real Pulsar 4.0.8 standalone (ZooKeeper metadata, offload to a local S3 server), seeded with
+# real traffic and real failure paths, audited by the runbook headless; the report is the product.
 demo: setup
 	@rm -rf $(DEMO_DIR)/audit
-	$(PY) -m ledgerlens.sandbox.local up --workdir $(DEMO_DIR)/sandbox
-	$(PY) -m ledgerlens.sandbox.local seed --workdir $(DEMO_DIR)/sandbox > $(DEMO_DIR)/sandbox/seed.json
-	$(VENV)/bin/ledgerlens report --sandbox $(DEMO_DIR)/sandbox --out $(DEMO_DIR)/audit \
-	  || { $(PY) -m ledgerlens.sandbox.local down --workdir $(DEMO_DIR)/sandbox; exit 1; }
-	$(PY) -m ledgerlens.sandbox.local down --workdir $(DEMO_DIR)/sandbox
+	$(LL) sandbox up --workdir $(DEMO_DIR)/sandbox
+	$(LL) sandbox seed --workdir $(DEMO_DIR)/sandbox > $(DEMO_DIR)/sandbox-seed.json \
+	  && $(LL) sandbox plant --workdir $(DEMO_DIR)/sandbox > $(DEMO_DIR)/sandbox-plant.json \
+	  && $(LL) report --sandbox $(DEMO_DIR)/sandbox --out $(DEMO_DIR)/audit \
+	       --min-orphan-age 30s --retention-grace 30s \
+	  || { $(LL) sandbox down --workdir $(DEMO_DIR)/sandbox; exit 1; }
+	$(LL) sandbox down --workdir $(DEMO_DIR)/sandbox > /dev/null
 	@echo
-	@echo "Report:   $(DEMO_DIR)/audit/report.html   (open it in a browser; it works offline)"
-	@echo "Notebook: $(DEMO_DIR)/audit/audit_ledgers.ipynb   (interactive: $(VENV)/bin/jupyter lab notebooks/audit_ledgers.ipynb)"
-	@echo "Findings: $(DEMO_DIR)/audit/findings.parquet, summary: $(DEMO_DIR)/audit/summary.json"
+	@echo "Report:       $(DEMO_DIR)/audit/report.html   (self-contained; open it in a browser, offline)"
+	@echo "Notebook:     $(DEMO_DIR)/audit/audit_ledgers.ipynb"
+	@echo "Findings:     $(DEMO_DIR)/audit/findings.parquet, summary: $(DEMO_DIR)/audit/summary.json"
+	@echo "Ground truth: $(DEMO_DIR)/sandbox/ground_truth.json (what the sandbox planted)"
+	@echo "Interactive:  $(LL) sandbox up --workdir $(DEMO_DIR)/sandbox && $(VENV)/bin/jupyter lab notebooks/audit_ledgers.ipynb"
+
+# The same runbook against a generated cluster (real wire formats) on a local ZooKeeper and S3 server.
+demo-local: setup
+	@rm -rf $(DEMO_DIR)/audit-local
+	$(LL) sandbox-local up --workdir $(DEMO_DIR)/local
+	$(LL) sandbox-local seed --workdir $(DEMO_DIR)/local > /dev/null \
+	  && $(LL) report --sandbox $(DEMO_DIR)/local --out $(DEMO_DIR)/audit-local \
+	       --as-of "$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1]))["now_ms"])' $(DEMO_DIR)/local/ground_truth.json)" \
+	  || { $(LL) sandbox-local down --workdir $(DEMO_DIR)/local; exit 1; }
+	$(LL) sandbox-local down --workdir $(DEMO_DIR)/local > /dev/null
+	@echo "Report: $(DEMO_DIR)/audit-local/report.html"
 
 lint: setup
 	$(VENV)/bin/ruff check lib widgets tests bench proto

@@ -153,8 +153,8 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
         base = {
             "path": F.format_string(
                 "/ledgers/%02d/%04d/L%04d",
-                F.col("ledger_id") / 100_000_000 % 100,
-                F.col("ledger_id") / 10_000 % 10_000,
+                F.floor(F.col("ledger_id") / 100_000_000) % 100,
+                F.floor(F.col("ledger_id") / 10_000) % 10_000,
                 F.col("ledger_id") % 10_000,
             ),
             "format_version": F.lit(3),

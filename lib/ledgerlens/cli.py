@@ -2,6 +2,7 @@
 
 ``ledgerlens audit``          run the audit pipeline, print a summary, exit by severity (``--fail-on``)
 ``ledgerlens report``         run the audit runbook headless (papermill) and convert it to HTML
+``ledgerlens sandbox``        a real Pulsar standalone sandbox: up, seed, plant, status, down
 ``ledgerlens sandbox-local``  start/seed/inspect/stop a local ZooKeeper + S3 sandbox
 
 Exit codes: 0 ran; 2 usage or ledgerlens error (one line on stderr); 3 ``--fail-on`` threshold hit.
@@ -32,9 +33,17 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
     g = p.add_argument_group("inputs")
     g.add_argument(
         "--zookeeper",
-        required=zookeeper_required,
+        required=False,
         metavar="HOST:PORT",
-        help="ZooKeeper connect string of the cluster's metadata store (host:port[,host:port][/chroot])",
+        help="ZooKeeper connect string of the cluster's metadata store (host:port[,host:port][/chroot])"
+        + (" (required unless --sandbox)" if zookeeper_required else ""),
+    )
+    g.add_argument(
+        "--sandbox",
+        metavar="DIR",
+        default=None,
+        help="audit a sandbox started with 'ledgerlens sandbox up' or 'sandbox-local up': its "
+        "ZooKeeper, S3 endpoint and bucket come from DIR/state.json",
     )
     g.add_argument(
         "--s3-endpoint",
@@ -53,6 +62,12 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
         metavar="DURATION",
         default="24h",
         help="orphan candidates must be at least this old (90s, 15m, 24h, 7d; default 24h)",
+    )
+    g.add_argument(
+        "--retention-grace",
+        metavar="DURATION",
+        default="6h",
+        help="consumed ledgers count as retention overdue this long after they could be trimmed (6h)",
     )
     g.add_argument(
         "--as-of", metavar="TIME", default="", help="'now' of the audit: ISO-8601 or epoch ms (default: now)"
@@ -114,6 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--show-code", action="store_true", help="keep code cells in the HTML report")
 
+    pulsar = sub.add_parser(
+        "sandbox",
+        help="a real Pulsar standalone sandbox (ZooKeeper metadata, S3 offload) on loopback",
+        description="up: fetch the pinned Pulsar release (Maven Central) and start it with a local S3 "
+        "server; seed: real traffic; plant: real failure paths and a ground-truth file; status; down.",
+    )
+    pulsar.add_argument("action", choices=["up", "seed", "plant", "restore-s3", "status", "down"])
+    pulsar.add_argument("--workdir", required=True, metavar="DIR", help="sandbox working directory")
+    pulsar.add_argument("--timeout", default=None, metavar="SECONDS", help="up: readiness timeout")
+
     sandbox = sub.add_parser("sandbox-local", help="local ZooKeeper + S3 sandbox with a generated cluster")
     sandbox.add_argument("action", choices=["up", "seed", "status", "down"])
     sandbox.add_argument("--workdir", required=True, metavar="DIR", help="sandbox working directory")
@@ -135,6 +160,7 @@ def _configs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         min_orphan_age=args.min_orphan_age,
         as_of=args.as_of,
         ledgers_root=args.ledgers_root,
+        retention_grace=args.retention_grace,
     )
 
 
@@ -214,6 +240,7 @@ def notebook_parameters(args: argparse.Namespace) -> dict[str, Any]:
         "bucket": args.bucket,
         "out_dir": str(Path(args.out).resolve()),
         "min_orphan_age": args.min_orphan_age,
+        "retention_grace": args.retention_grace,
         "as_of": args.as_of,
         "spark_master": args.spark_master,
         "ledgers_root": args.ledgers_root,
@@ -261,7 +288,47 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"audit": cmd_audit, "report": cmd_report, "sandbox-local": cmd_sandbox}
+def cmd_pulsar_sandbox(args: argparse.Namespace) -> int:
+    """Forward to ``python -m ledgerlens.sandbox.pulsar`` (its ``main``)."""
+    from ledgerlens.sandbox import pulsar
+
+    argv = [args.action, "--workdir", str(args.workdir)]
+    if args.timeout:
+        argv += ["--timeout", str(args.timeout)]
+    return int(pulsar.main(argv) or 0)
+
+
+SANDBOX_AWS_DUMMY = "ledgerlens-sandbox-dummy-credential"
+
+
+def apply_sandbox(args: argparse.Namespace) -> None:
+    """Fill ``--zookeeper``, ``--s3-endpoint`` and ``--bucket`` from a sandbox's ``state.json``.
+
+    The sandbox's S3 server is a local moto server that accepts any credentials: dummy ones are
+    set in this process's environment when none are configured.
+    """
+    if getattr(args, "sandbox", None):
+        state_file = Path(args.sandbox) / "state.json"
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"sandbox {args.sandbox}: cannot read {state_file} ({e}); is it up?") from e
+        args.zookeeper = args.zookeeper or state.get("zookeeper_hosts") or state.get("zk_hosts")
+        args.s3_endpoint = args.s3_endpoint or state.get("s3_endpoint", "")
+        args.bucket = args.bucket or state.get("bucket", "")
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            os.environ.setdefault(k, SANDBOX_AWS_DUMMY)
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    if hasattr(args, "zookeeper") and not args.zookeeper:
+        raise ConfigError("--zookeeper HOST:PORT is required (or --sandbox DIR)")
+
+
+COMMANDS = {
+    "audit": cmd_audit,
+    "report": cmd_report,
+    "sandbox": cmd_pulsar_sandbox,
+    "sandbox-local": cmd_sandbox,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -272,6 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
         return int(e.code) if isinstance(e.code, int) else EXIT_ERROR
     try:
+        apply_sandbox(args)
         return COMMANDS[args.command](args)
     except LedgerLensError as e:
         print(f"ledgerlens {args.command}: error: {e}", file=sys.stderr)

@@ -168,6 +168,7 @@ def audit_inputs(
     min_orphan_age: str = "24h",
     as_of: str = "",
     ledgers_root: str = "/ledgers",
+    retention_grace: str = "6h",
 ) -> tuple[ZooKeeperSource, S3Source | None, AuditConfig]:
     """Sources and audit settings from the runbook parameters / CLI options (strings, as typed).
 
@@ -179,7 +180,10 @@ def audit_inputs(
         raise ConfigError("no ZooKeeper connect string given (host:port[,host:port][/chroot])")
     zk = ZooKeeperSource(hosts=zookeeper, ledgers_root=ledgers_root or "/ledgers")
     s3 = S3Source(bucket=bucket, endpoint_url=s3_endpoint or None) if bucket else None
-    kwargs: dict[str, Any] = {"min_orphan_age_s": parse_duration(min_orphan_age)}
+    kwargs: dict[str, Any] = {
+        "min_orphan_age_s": parse_duration(min_orphan_age),
+        "retention_grace_s": parse_duration(retention_grace),
+    }
     if as_of:
         kwargs["as_of_ms"] = parse_time_ms(as_of)
     return zk, s3, AuditConfig(**kwargs)

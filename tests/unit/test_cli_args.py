@@ -201,7 +201,6 @@ def test_config_errors_exit_2_before_spark(
     "argv",
     [
         [],
-        ["audit", "--out", "x"],  # no --zookeeper
         ["audit", "--zookeeper", "h:1"],  # no --out
         ["audit", "--zookeeper", "h:1", "--out", "x", "--fail-on", "info"],
         ["sandbox-local", "restart", "--workdir", "x"],
@@ -336,3 +335,24 @@ def test_sandbox_drives_class_without_main(
     monkeypatch.setattr(ledgerlens.sandbox, "local", module, raising=False)
     assert cli.main(["sandbox-local", "status", "--workdir", str(tmp_path)]) == 0
     assert json.loads(capsys.readouterr().out)["zookeeper"] == "127.0.0.1:2181"
+
+
+def test_missing_zookeeper_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["audit", "--out", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "--zookeeper" in err and "--sandbox" in err and len(err.strip().splitlines()) == 1
+
+
+def test_sandbox_state_fills_the_inputs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    (tmp_path / "state.json").write_text(
+        json.dumps({"zookeeper_hosts": "127.0.0.1:2999", "s3_endpoint": "http://127.0.0.1:9", "bucket": "b1"})
+    )
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
+    args = cli.build_parser().parse_args(["audit", "--sandbox", str(tmp_path), "--out", "x"])
+    cli.apply_sandbox(args)
+    assert (args.zookeeper, args.s3_endpoint, args.bucket) == ("127.0.0.1:2999", "http://127.0.0.1:9", "b1")
+    import os
+
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] == cli.SANDBOX_AWS_DUMMY
