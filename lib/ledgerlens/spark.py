@@ -35,6 +35,7 @@ def configure(
     b = b.config("spark.sql.execution.arrow.pyspark.enabled", "true")
     if local:
         b = b.config("spark.ui.enabled", "false")
+        b = b.config("spark.ui.showConsoleProgress", "false")  # stage bars flood logs and notebooks
         b = b.config("spark.driver.host", "127.0.0.1")
         b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions or 8))
     elif shuffle_partitions:

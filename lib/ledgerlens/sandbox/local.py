@@ -40,7 +40,7 @@ class LocalSandbox:
     """Servers and seeded data under one work directory."""
 
     def __init__(self, workdir: Path) -> None:
-        self.workdir = Path(workdir)
+        self.workdir = Path(workdir).resolve()
 
     @property
     def state_path(self) -> Path:

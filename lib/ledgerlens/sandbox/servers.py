@@ -151,7 +151,7 @@ class _Server:
     marker = ""  # a string of the command line, checked before stopping by pid
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
-        self.workdir = Path(workdir)
+        self.workdir = Path(workdir).resolve()
         self.port = port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
