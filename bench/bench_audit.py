@@ -351,7 +351,9 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
             F.when(F.col("role") == "index", F.lit("-index")).otherwise(F.lit("")),
         ).alias("key"),
         F.when(F.col("role") == "index", 4096).otherwise(64 * 1024 * 1024).cast("long").alias("size"),
-        F.lit(NOW - 12 * H).alias("last_modified_ms"),
+        F.when(F.col("ledger_id") >= 10**12, F.lit(NOW - 30 * D))
+        .otherwise(NOW - 12 * H)
+        .alias("last_modified_ms"),
         "uuid",
         "ledger_id",
         "role",

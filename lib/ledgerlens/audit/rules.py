@@ -9,6 +9,7 @@ the offload rules).
 
 from __future__ import annotations
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -376,7 +377,7 @@ def ledger_rules(
     (for ``offload_rules``) from the same pass.
 
     The big join is filtered to candidate rows (and offloaded ledgers) with cheap conditions; that
-    small result goes through one shuffle that every consumer shares, so the join runs once.
+    small result is persisted (``MEMORY_AND_DISK``) so every consumer shares one run of the join.
     """
     now = config.as_of_ms
     ref, is_ml = F.col("ref_component"), F.col("ref_component") == _ML
@@ -395,9 +396,12 @@ def ledger_rules(
         | (is_ml & _false(F.col("ret_overdue")))
     )
     offloaded = _is_offloaded()
-    # Cheap filter on the big join, then one shuffle of the few rows left: the findings are built
-    # after it (small data, simple stages) and, with offload, both consumers share it.
-    step = joined.filter(candidate | offloaded if offload else candidate).repartition("ledger_id")
+    # Cheap filter on the big join; the few rows left are cached (memory, spilling to disk) so that
+    # the rules below, each a small select, share one run of the join. Without the cache Catalyst
+    # pushes each rule's filter under any barrier and the join would run once per rule.
+    step = joined.filter(candidate | offloaded if offload else candidate).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
     rows = step.filter(candidate).crossJoin(F.broadcast(spots))
     # one small select per rule (a single array of them outgrows Java's 64 KB method limit)
     parts = [rows.filter(cond).select(f.alias("f")).select("f.*") for cond, f in _ledger_items(config)]
