@@ -111,8 +111,8 @@ def pol(ns: str, minutes: int | None, mb: int | None, **kw: Any) -> dict[str, An
 
 def schema_ref(schema_id: str, lid: int | None, **kw: Any) -> dict[str, Any]:
     t, ns = _ns(schema_id)
-    return {"schema_id": schema_id, "path": f"/schemas/{schema_id}", "tenant": t, "namespace": ns, "version": 0,
-            "ledger_id": lid, "is_latest": True, **kw}  # fmt: skip
+    row = {"schema_id": schema_id, "path": f"/schemas/{schema_id}", "tenant": t, "namespace": ns}
+    return {**row, "version": 0, "ledger_id": lid, "is_latest": True, **kw}
 
 
 def obj(key: str, uuid: str, lid: int | None, role: str = "data", **kw: Any) -> dict[str, Any]:
@@ -260,8 +260,11 @@ def _main_rows() -> dict[str, list[dict[str, Any]]]:
 
     topic(RET + "walk", [{"ledger_id": 400}, {"ledger_id": 401, "timestamp_ms": NOW - 30 * 60_000},
                          {"ledger_id": 402}, {"ledger_id": 403}], [("s", 403)])  # fmt: skip
-    topic(RET + "grace", [{"ledger_id": 410, "timestamp_ms": NOW - 6 * H},
-                          {"ledger_id": 411, "timestamp_ms": NOW - 6 * H + 1}, {"ledger_id": 412}], [("s", 412)])  # fmt: skip
+    grace = [
+        {"ledger_id": 410, "timestamp_ms": NOW - 6 * H},
+        {"ledger_id": 411, "timestamp_ms": NOW - 6 * H + 1},
+    ]
+    topic(RET + "grace", [*grace, {"ledger_id": 412}], [("s", 412)])
     topic(RET + "slow", [{"ledger_id": i} for i in (420, 421, 422, 423)], [("a", 422), ("b", 421)])
     topic(RET + "nocursor", [{"ledger_id": 430}, {"ledger_id": 431}])
     topic("r/inf/persistent/t", [{"ledger_id": 440}, {"ledger_id": 441}])  # -1: infinite

@@ -5,6 +5,7 @@ import base64
 import pytest
 from google.protobuf import text_format
 from google.protobuf.internal import encoder
+
 from ledgerlens.errors import DecodeError, UnknownVersionError
 from ledgerlens.formats.bookkeeper import LedgerMetadata, decode_ledger_metadata, ledger_metadata_from_binary
 from ledgerlens.proto import bookkeeper_pb2 as pb

@@ -7,6 +7,7 @@ import cramjam
 import lz4.block
 import pytest
 import zstandard
+
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.envelope import MAGIC, unwrap
 from ledgerlens.proto import managed_ledger_pb2 as pb

@@ -9,6 +9,7 @@ import lz4.block
 import pytest
 import zstandard
 from google.protobuf import text_format
+
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.managed_ledger import (
     CursorRecord,

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.names import (
     decode_component,

@@ -4,6 +4,7 @@ import struct
 import uuid
 
 import pytest
+
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.offload import (
     BlockEntry,

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.policies import NamespacePolicies, decode_namespace_policies
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.schema import (
     IndexEntryRecord,
