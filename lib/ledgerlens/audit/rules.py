@@ -369,7 +369,7 @@ OFFLOAD_ROW = (
 
 
 def ledger_rules(
-    joined: DataFrame, spots: DataFrame, config: AuditConfig, *, offload: bool
+    joined: DataFrame, spots: DataFrame, config: AuditConfig, *, offload: bool, materialize: bool = True
 ) -> tuple[DataFrame, DataFrame | None]:
     """``orphan_ledger``, ``unattributed_ledger``, ``missing_ledger``, ``open_ledger_overdue`` and
     ``retention_overdue`` in one pass over ``joined``; with ``offload``, also the offloaded ledgers
@@ -395,11 +395,13 @@ def ledger_rules(
         | (is_ml & _false(F.col("ret_overdue")))
     )
     offloaded = _is_offloaded()
-    # Cheap filter on the big join, then one shuffle of the few rows left; the findings are built
-    # after it, one small select per rule (a single array of them all outgrows Java's 64 KB method
-    # limit). Known limit: Catalyst pushes each consumer's filter under the shuffle, so the join is
-    # planned once per consumer (exchange reuse does not apply); see bench/bench_audit.py.
-    step = joined.filter(candidate | offloaded if offload else candidate).repartition("ledger_id")
+    # Cheap filter on the big join, then the few rows left are materialized once (``materialize``):
+    # every rule below reads that small result. Without it, Catalyst pushes each consumer's filter
+    # under the shared shuffle and plans the big join once per rule (exchange reuse does not
+    # apply). The findings are one small select per rule (a single array of them all outgrows
+    # Java's 64 KB method limit).
+    step = joined.filter(candidate | offloaded if offload else candidate)
+    step = step.localCheckpoint(eager=True) if materialize else step.repartition("ledger_id")
     rows = step.filter(candidate).crossJoin(F.broadcast(spots))
     parts = [rows.filter(cond).select(f.alias("f")).select("f.*") for cond, f in _ledger_items(config)]
     findings = parts[0]

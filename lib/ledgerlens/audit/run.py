@@ -36,7 +36,11 @@ def _inputs(tables: Mapping[str, DataFrame]) -> tuple[dict[str, DataFrame], Data
 
 
 def run_audit(
-    tables: Mapping[str, DataFrame], config: AuditConfig, *, offload_bucket: str | None = None
+    tables: Mapping[str, DataFrame],
+    config: AuditConfig,
+    *,
+    offload_bucket: str | None = None,
+    materialize: bool = True,
 ) -> DataFrame:
     """Apply every rule of docs/audit-rules.md to the inventory; return the sorted findings.
 
@@ -50,12 +54,16 @@ def run_audit(
     offload_bucket
         The bucket the ``offload_objects`` inventory lists; ledgers offloaded to another bucket are
         not checked. ``None``: the buckets present in ``offload_objects``.
+    materialize
+        Run the one big join (BookKeeper ledgers against every reference) now and keep its small
+        result (candidate rows) as a local checkpoint, so every rule reads it instead of
+        re-planning the join. ``False`` keeps the whole audit lazy (slower at scale).
 
     Returns
     -------
     DataFrame
-        Exactly the ``schemas.FINDINGS`` columns, ordered by ``order_findings``. Lazy: nothing is
-        computed until the caller writes or collects it.
+        Exactly the ``schemas.FINDINGS`` columns, ordered by ``order_findings``. Lazy apart from
+        the materialized join (see ``materialize``).
     """
     t, objects = _inputs(tables)
     spots = blind_spots(t["managed_ledgers"], t["cursors"], t["schema_ledgers"])
@@ -64,7 +72,9 @@ def run_audit(
         schema_references(t["schema_ledgers"]), allowMissingColumns=True
     )
     joined = rules.join_bookkeeper(t["bk_ledgers"], refs)
-    ledger_findings, offloaded = rules.ledger_rules(joined, spots, config, offload=objects is not None)
+    ledger_findings, offloaded = rules.ledger_rules(
+        joined, spots, config, offload=objects is not None, materialize=materialize
+    )
     parts = [
         ledger_findings,
         rules.inactive_cursors(t["cursors"], t["ml_ledgers"], config),
