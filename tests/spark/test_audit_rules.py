@@ -589,3 +589,33 @@ def test_healthy_inventory_gives_no_finding(spark: Any) -> None:
         "offload_objects": pair("u1", 1) + pair("u2", 2),
     }
     assert audit(spark, rows, offload_bucket="tier") == []
+
+
+def test_compacted_ledger_newer_than_the_znode_reference_is_not_reported(spark: Any) -> None:
+    """While ``__compaction`` has a cursor ledger, the newest compacted ledger may be referenced only
+    from that ledger's last entry: only compacted ledgers older than the znode's reference count."""
+    name = "k/ns/persistent/t"
+    compacted = {"component": "compacted-ledger", "compacted_topic": "persistent://k/ns/t"}
+    rows = {
+        "managed_ledgers": [ml(name)],
+        "ml_ledgers": ledgers(name, {"ledger_id": 10}, {"ledger_id": 11}),
+        "cursors": [
+            cur(name, "__compaction", 11, cursors_ledger_id=50, properties={"CompactedTopicLedger": 200}),
+            cur("k/ns/persistent/u", "__compaction", None, cursors_ledger_id=-1),
+        ],
+        "bk_ledgers": [
+            bk(10, name),
+            bk(11, name, state="OPEN", ctime_ms=NOW - H),
+            bk(50, name, cursor="__compaction"),
+            bk(150, **compacted),  # older than the referenced 200: a leftover, reported
+            bk(200, **compacted),  # referenced
+            bk(250, **compacted),  # newer: may be the live one, kept in the cursor ledger
+            bk(300, component="compacted-ledger", compacted_topic="persistent://k/ns/u"),  # no cursor ledger
+        ],
+        "namespace_policies": [pol("k/ns", -1, -1)],
+    }
+    got = audit(spark, rows, objects=False)
+    assert sorted((f["kind"], f["ledger_id"]) for f in got) == [
+        ("orphan_ledger", 150),
+        ("orphan_ledger", 300),
+    ]

@@ -412,6 +412,31 @@ def ledger_rules(
     return findings, step.filter(offloaded).select(*OFFLOAD_ROW)
 
 
+def without_compaction_in_flight(findings: DataFrame, cursors: DataFrame) -> DataFrame:
+    """Drop compacted-ledger orphans that a ``__compaction`` cursor may still reference.
+
+    The broker keeps the ``CompactedTopicLedger`` property in the mark-delete position, which is
+    written to the cursor *ledger* and copied to the cursor znode only when that ledger rolls over
+    or the cursor closes. While the ``__compaction`` cursor has a cursor ledger, a compacted ledger
+    newer than the one its znode names (or any, when the znode names none) may be the live one.
+    Older ones are safe to report: the broker replaces compacted ledgers oldest first.
+    """
+    pending = cursors.filter(
+        (F.col("cursor") == "__compaction") & (F.col("cursors_ledger_id") >= 0) & F.col("error").isNull()
+    ).select(
+        F.col("managed_ledger").alias("_c_ml"),
+        F.col("properties").getItem("CompactedTopicLedger").alias("_c_ref"),
+    )
+    f = findings.alias("f")
+    hidden = (
+        (F.col("f.kind") == "orphan_ledger")
+        & (F.col("f.component") == "compacted-ledger")
+        & (F.col("f.managed_ledger") == F.col("_c_ml"))
+        & (F.col("_c_ref").isNull() | (F.col("f.ledger_id") > F.col("_c_ref")))
+    )
+    return f.join(F.broadcast(pending), hidden, "left_anti")
+
+
 # --------------------------------------------------------------------------------------------------
 # Cursors and corrupt metadata
 # --------------------------------------------------------------------------------------------------

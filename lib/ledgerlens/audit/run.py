@@ -85,4 +85,5 @@ def run_audit(
     raw = parts[0]
     for p in parts[1:]:
         raw = raw.unionByName(p)
-    return order_findings(to_findings(with_owners(raw, t["managed_ledgers"])))
+    findings = to_findings(with_owners(raw, t["managed_ledgers"]))
+    return order_findings(rules.without_compaction_in_flight(findings, t["cursors"]))
