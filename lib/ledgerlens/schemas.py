@@ -183,6 +183,18 @@ FINDINGS = _schema(
     ("age_seconds", _L),
 )
 
+# The columns that identify a finding (ground truths and tests compare findings on these).
+FINDING_KEYS: tuple[str, ...] = (
+    "kind",
+    "severity",
+    "component",
+    "ledger_id",
+    "managed_ledger",
+    "cursor",
+    "path",
+    "object_key",
+)
+
 SEVERITIES = ("critical", "warning", "info")
 ACTIONS = ("delete_ledger", "delete_object", "load_topic", "investigate", "none")
 

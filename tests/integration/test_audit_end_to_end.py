@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 
 from ledgerlens import pipeline
+from ledgerlens.audit import KINDS
 from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
 from ledgerlens.sandbox.cluster import default_now_ms, generate
+from ledgerlens.schemas import FINDING_KEYS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-KEY = ("kind", "severity", "component", "ledger_id", "managed_ledger", "cursor", "path", "object_key")
+KEY = FINDING_KEYS
 # "now" two days ahead of the clock: S3 stamps objects with the real time, and they must count as old.
 NOW_MS = default_now_ms()
 
@@ -86,19 +88,7 @@ def test_planted_cluster_reports_exactly_the_planted_findings(planted) -> None: 
 def test_planted_cluster_covers_every_kind(planted) -> None:  # type: ignore[no-untyped-def]
     truth, run, _ = planted
     kinds = set(run.summary["counts_by_kind"])
-    for kind in (
-        "orphan_ledger",
-        "unattributed_ledger",
-        "missing_ledger",
-        "orphan_offload_object",
-        "missing_offload_object",
-        "incomplete_offload",
-        "offloaded_not_deleted",
-        "retention_overdue",
-        "open_ledger_overdue",
-        "inactive_cursor",
-        "corrupt_metadata",
-    ):
+    for kind in KINDS:
         assert kind in kinds, kind
     components = {r["component"] for r in truth.expected if r["kind"] == "orphan_ledger"}
     assert components == {"managed-ledger", "cursor", "schema", "delayed-index-bucket", "compacted-ledger"}

@@ -19,6 +19,7 @@ import boto3
 import pytest
 from kazoo.exceptions import NoAuthError
 
+from ledgerlens.audit import KINDS
 from ledgerlens.errors import DecodeError, SandboxError
 from ledgerlens.formats import bookkeeper, envelope, managed_ledger, names, offload, paths
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
@@ -28,19 +29,7 @@ from ledgerlens.sandbox.servers import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 
-ALL_KINDS = {
-    "orphan_ledger",
-    "unattributed_ledger",
-    "missing_ledger",
-    "orphan_offload_object",
-    "missing_offload_object",
-    "incomplete_offload",
-    "offloaded_not_deleted",
-    "retention_overdue",
-    "open_ledger_overdue",
-    "inactive_cursor",
-    "corrupt_metadata",
-}
+ALL_KINDS = set(KINDS)
 
 
 # --- servers --------------------------------------------------------------------------------------

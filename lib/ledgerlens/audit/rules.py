@@ -9,6 +9,8 @@ the offload rules).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -283,7 +285,7 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
         ),
     )
     is_ml = ref == _ML
-    ml_common = {
+    ml_common: dict[str, Any] = {
         "component": _ML,
         "ledger_id": F.col("ledger_id"),
         "managed_ledger": F.col("ref_ml"),

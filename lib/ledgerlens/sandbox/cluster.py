@@ -46,6 +46,7 @@ from ledgerlens.proto import bookkeeper_pb2 as bk
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.proto import schema_storage_pb2 as schpb
 from ledgerlens.sandbox import wire
+from ledgerlens.schemas import FINDING_KEYS
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -56,16 +57,6 @@ LONG_ID_BASE = 3_000_000_000  # >= 2^31: long hierarchical paths
 S3_AGED_MS = 25 * HOUR  # object age counted as clearly over min_orphan_age / incomplete_offload_age
 S3_YOUNG_MS = 23 * HOUR  # object age counted as clearly under them
 SCENARIOS = ("healthy", "planted")
-FINDING_KEYS = (
-    "kind",
-    "severity",
-    "component",
-    "ledger_id",
-    "managed_ledger",
-    "cursor",
-    "path",
-    "object_key",
-)
 
 
 def default_now_ms() -> int:

@@ -51,17 +51,8 @@ from ledgerlens.sandbox.seed import (
     wait_for,
     zk_client,
 )
+from ledgerlens.schemas import FINDING_KEYS
 
-FINDING_KEYS = (
-    "kind",
-    "severity",
-    "component",
-    "ledger_id",
-    "managed_ledger",
-    "cursor",
-    "path",
-    "object_key",
-)
 MAX_AGE_S = 30  # planted anomalies are older than this when plant() returns
 
 NS_FAIL = "ll-fail/ns"
