@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 import uuid
 from collections import deque
@@ -120,7 +119,7 @@ def timed(label: str, n: int, fn: Callable[[], float]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--zk", required=True, help="ZooKeeper host:port")
+    ap.add_argument("--zk", default=None, help="ZooKeeper host:port (default: start a local one)")
     ap.add_argument("--ledgers", type=int, default=100_000)
     ap.add_argument("--root", default=None, help="existing root to reuse (skips generation)")
     ap.add_argument("--master", default="local[2]")
@@ -133,6 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if args.zk is None:
+        import atexit
+        import tempfile
+        from pathlib import Path
+
+        from ledgerlens.sandbox.servers import ZooKeeperServer
+
+        server = ZooKeeperServer(Path(tempfile.mkdtemp(prefix="ll-bench-zk-"))).start(timeout=60)
+        atexit.register(server.stop)
+        args.zk = server.hosts
     client = KazooClient(hosts=args.zk, timeout=60)
     client.start(timeout=30)
     root = args.root
