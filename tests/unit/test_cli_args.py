@@ -268,6 +268,7 @@ def test_report_parameters_and_calls(
         "bucket": "b",
         "out_dir": str(out.resolve()),
         "min_orphan_age": "24h",
+        "retention_grace": "6h",
         "as_of": "1700000000000",
         "spark_master": "local[*]",
         "ledgers_root": "/ledgers",
