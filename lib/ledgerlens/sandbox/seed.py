@@ -154,19 +154,28 @@ def last_message_id(web: str, topic: str) -> dict[str, Any]:
     return dict(admin(web, "GET", topic_path(topic) + "/lastMessageId"))
 
 
-def offload_and_wait(web: str, topic: str, timeout: float = 180) -> dict[str, Any]:
-    """Offload everything before the last message (``PUT .../offload``) and wait for SUCCESS."""
-    mid = last_message_id(web, topic)
-    body = {"ledgerId": mid["ledgerId"], "entryId": mid["entryId"], "partitionIndex": -1}
-    admin(web, "PUT", topic_path(topic) + "/offload", body, ok=(200, 202, 204))
+def offload_and_wait(web: str, topic: str, timeout: float = 180, attempts: int = 3) -> dict[str, Any]:
+    """Offload everything before the last message (``PUT .../offload``) and wait for SUCCESS.
 
-    def done() -> dict[str, Any] | None:
-        status = admin(web, "GET", topic_path(topic) + "/offload")
-        if status.get("status") == "ERROR":
-            raise SandboxError(f"offload of {topic} failed: {status.get('lastError')}")
-        return status if status.get("status") == "SUCCESS" else None
+    A failed offload is triggered again, as an operator would (the local S3 server, moto, now and
+    then answers a multipart completion with HTTP 500 under concurrent requests); the broker aborts
+    the failed upload itself. Each attempt is recorded in ``attempts``.
+    """
+    errors: list[str] = []
+    for _ in range(attempts):
+        mid = last_message_id(web, topic)
+        body = {"ledgerId": mid["ledgerId"], "entryId": mid["entryId"], "partitionIndex": -1}
+        admin(web, "PUT", topic_path(topic) + "/offload", body, ok=(200, 202, 204))
 
-    return dict(wait_for(done, timeout, f"offload of {topic}"))
+        def done() -> dict[str, Any] | None:
+            status = admin(web, "GET", topic_path(topic) + "/offload")
+            return status if status.get("status") in ("SUCCESS", "ERROR") else None
+
+        status = dict(wait_for(done, timeout, f"offload of {topic}"))
+        if status.get("status") == "SUCCESS":
+            return {**status, "attempts": len(errors) + 1, "errors": errors}
+        errors.append(str(status.get("lastError")))
+    raise SandboxError(f"offload of {topic} failed {attempts} times: {errors}")
 
 
 def wait_bookkeeper_deleted(zk: Any, topic: str, ledger_ids: list[int], timeout: float = 120) -> None:
