@@ -48,15 +48,20 @@ class AuditRun:
 
 
 def blind_spots(tables: dict[str, DataFrame]) -> list[str]:
-    """Managed-ledger names (or subtree prefixes) whose metadata did not decode."""
-    from pyspark.sql import functions as F
+    """Managed-ledger names or prefixes whose metadata did not decode (``""``: any managed ledger).
 
-    names: set[str] = set()
-    for t in ("managed_ledgers", "cursors"):
-        if t in tables:
-            df = tables[t].filter(F.col("error").isNotNull() & F.col("managed_ledger").isNotNull())
-            names.update(r[0] for r in df.select("managed_ledger").distinct().collect())
-    return sorted(names)
+    The audit's own definition (``ledgerlens.audit.references.blind_spots``), collected for
+    re-verification.
+    """
+    from ledgerlens.audit.names import ANY
+    from ledgerlens.audit.references import ML_TAG
+    from ledgerlens.audit.references import blind_spots as spots_of
+
+    row = spots_of(tables["managed_ledgers"], tables["cursors"], tables["schema_ledgers"]).first()
+    prefix = f"{ML_TAG}:"
+    return sorted(
+        s[len(prefix) :] for s in (row["spots"] if row else []) if s.startswith(prefix) and s != prefix + ANY
+    )
 
 
 def run(

@@ -129,7 +129,7 @@ def reverify(
     ``candidates`` are finding rows (dicts with the FINDINGS columns) joined with the owner
     columns of the ledger (``ml_owner``, ``cursor_node``, ``schema_id``, ``compacted_topic``,
     ``delayed_topic``, ``delayed_cursor``). ``blind_spots`` are managed-ledger names or prefixes
-    whose metadata did not decode.
+    whose metadata did not decode; ``""`` stands for every managed ledger.
     """
     v = Verdicts()
     if not candidates:
@@ -141,7 +141,7 @@ def reverify(
     def blind(ml: str | None) -> bool:
         if not ml:
             return bool(blind_spots)
-        return any(ml == b or ml.startswith(b + "/") for b in blind_spots)
+        return any(b == "" or ml == b or ml.startswith(b + "/") for b in blind_spots)
 
     with _Reads(zk) as reads:
         # Ledger existence for ledger findings; owner / referencing nodes.

@@ -163,3 +163,15 @@ def test_reverification_drops_candidates_that_changed_after_the_scan(planted, s3
         "orphan_ledger: ledger deleted since the scan": 1,
         "missing_ledger: ledger exists (created after the scan)": 1,
     }
+
+
+def test_blind_spots_are_the_managed_ledgers_reported_corrupt(planted, spark) -> None:  # type: ignore[no-untyped-def]
+    """Re-verification hides what the same nodes hide in the audit: the corrupt managed ledgers."""
+    from ledgerlens.collect import load_inventory
+
+    _, run, _ = planted
+    df = run.findings_pandas()
+    corrupt = df[(df["kind"] == "corrupt_metadata") & df["component"].isin(["managed-ledger", "cursor"])]
+    assert len(corrupt) >= 2
+    spots = pipeline.blind_spots(load_inventory(spark, str(run.out_dir / "inventory")))
+    assert spots == sorted(set(corrupt["managed_ledger"]))

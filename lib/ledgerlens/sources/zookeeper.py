@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import re
 import struct
-import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -130,16 +129,14 @@ class _Pending:
     ops: list[Any]  # IAsyncResult, one per requested operation (data, children)
     want_data: bool
     want_children: bool
-    left: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class PipelinedReader:
     """Pipelined ``get_async`` / ``get_children_async`` over one kazoo client.
 
     At most ``max_in_flight`` operations are outstanding and at most ``rate_limit`` are issued per
-    second. Results come back in input order (``ordered=True``; ZooKeeper answers a session in
-    order, so this costs nothing) or as completed. A node that no longer exists is skipped
+    second. Results come back in input order (ZooKeeper answers a session in order, so this costs
+    nothing). A node that no longer exists is skipped
     (counted in ``stats.vanished``); connection hiccups are retried; any other error (``NoAuth``
     included) is returned in :attr:`NodeRead.error`.
     """
@@ -160,23 +157,19 @@ class PipelinedReader:
         self.multi_read = max(0, int(multi_read))
 
     # -- public API ----------------------------------------------------------------------------
-    def get(self, paths: Iterable[str], *, ordered: bool = True) -> Iterator[NodeRead]:
+    def get(self, paths: Iterable[str]) -> Iterator[NodeRead]:
         """Data and stat of every path."""
-        return self.read(paths, data=True, children=False, ordered=ordered)
+        return self.read(paths, data=True, children=False)
 
-    def children(self, paths: Iterable[str], *, ordered: bool = True) -> Iterator[NodeRead]:
+    def children(self, paths: Iterable[str]) -> Iterator[NodeRead]:
         """Children of every path."""
-        return self.read(paths, data=False, children=True, ordered=ordered)
+        return self.read(paths, data=False, children=True)
 
-    def read(
-        self, paths: Iterable[str], *, data: bool = True, children: bool = False, ordered: bool = True
-    ) -> Iterator[NodeRead]:
+    def read(self, paths: Iterable[str], *, data: bool = True, children: bool = False) -> Iterator[NodeRead]:
         """Data and/or children of every path, pipelined."""
         if self.multi_read > 1 and data != children:
             return self._batched(paths, data)
-        if ordered:
-            return self._ordered(paths, data, children)
-        return self._as_completed(paths, data, children)
+        return self._ordered(paths, data, children)
 
     # -- engine --------------------------------------------------------------------------------
     def _submit(self, path: str, want_data: bool, want_children: bool) -> _Pending:
@@ -188,7 +181,7 @@ class PipelinedReader:
         if want_children:
             ops.append(self.client.get_children_async(path))
         self.stats.reads += k
-        return _Pending(path, ops, want_data, want_children, left=k)
+        return _Pending(path, ops, want_data, want_children)
 
     def _finish(self, p: _Pending) -> NodeRead | None:
         out = NodeRead(p.path)
@@ -317,42 +310,6 @@ class PipelinedReader:
                 yield from self._ordered(group, want_data, not want_data)
         while window:
             yield from finish()
-
-    def _as_completed(self, paths: Iterable[str], want_data: bool, want_children: bool) -> Iterator[NodeRead]:
-        import queue
-
-        done: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
-        in_flight = 0
-        k = int(want_data) + int(want_children)
-
-        def on_done(p: _Pending) -> Any:
-            def cb(_result: Any) -> None:
-                with p.lock:
-                    p.left -= 1
-                    last = p.left == 0
-                if last:
-                    done.put(p)
-
-            return cb
-
-        for path in paths:
-            while in_flight and in_flight + k > self.max_in_flight:
-                p = done.get()
-                in_flight -= len(p.ops)
-                r = self._finish(p)
-                if r is not None:
-                    yield r
-            p = self._submit(path, want_data, want_children)
-            in_flight += k
-            cb = on_done(p)
-            for op in p.ops:
-                op.rawlink(cb)
-        while in_flight:
-            p = done.get()
-            in_flight -= len(p.ops)
-            r = self._finish(p)
-            if r is not None:
-                yield r
 
 
 # -- ZooKeeper 3.6+ multiRead (opcode 22) over kazoo's connection ---------------------------------
