@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_DIR ?= demo-out
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps demo demo-local test lint typecheck proto bench clean sandbox-down
+.PHONY: setup system-deps demo demo-local test test-all lint typecheck proto bench clean sandbox-down
 
 setup: system-deps $(STAMP)
 
@@ -64,6 +64,10 @@ typecheck: setup
 
 test: setup lint typecheck
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# Every test, the ones marked slow too.
+test-all: setup lint typecheck
+	$(VENV)/bin/pytest -m '' $(PYTEST_ARGS)
 
 proto: setup
 	$(PY) proto/generate.py
