@@ -1,0 +1,410 @@
+"""Kafka KIP-405 ``__remote_log_metadata`` record values: decode (and encode, for tests and benches).
+
+FORMATS.md section 8. A value is ``uvarint frame version (1)``, ``uvarint api key``, ``uvarint
+version`` and the message body in Kafka's flexible-version encoding: big-endian integers, compact
+strings and bytes (``uvarint(len + 1)``, 0 = null), UUIDs as two int64 (most significant first),
+and every struct, nested ones included, closed by its tagged fields (``uvarint count`` then
+``uvarint tag, uvarint size, bytes`` each; none are known, all are skipped).
+
+Kafka prints a UUID as URL-safe base64 without padding (22 characters); object keys of the remote
+storage plugins use that form, so records carry it too.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from dataclasses import dataclass
+
+from ledgerlens.errors import DecodeError, UnknownVersionError
+
+__all__ = [
+    "FRAME_VERSION",
+    "PARTITION_DELETE_STATES",
+    "SEGMENT_STATES",
+    "PartitionDeleteRecord",
+    "RemoteLogRecord",
+    "SegmentRecord",
+    "SegmentSnapshotRecord",
+    "SegmentUpdateRecord",
+    "TopicIdPartition",
+    "decode_record",
+    "encode_record",
+    "uuid_from_bytes",
+    "uuid_to_bytes",
+]
+
+FRAME_VERSION = 1
+
+# RemoteLogSegmentState and RemotePartitionDeleteState, by id.
+SEGMENT_STATES: tuple[str, ...] = (
+    "COPY_SEGMENT_STARTED",
+    "COPY_SEGMENT_FINISHED",
+    "DELETE_SEGMENT_STARTED",
+    "DELETE_SEGMENT_FINISHED",
+)
+PARTITION_DELETE_STATES: tuple[str, ...] = (
+    "DELETE_PARTITION_MARKED",
+    "DELETE_PARTITION_STARTED",
+    "DELETE_PARTITION_FINISHED",
+)
+
+API_SEGMENT, API_UPDATE, API_PARTITION_DELETE, API_SNAPSHOT = 0, 1, 2, 3
+_KNOWN_VERSIONS = {API_SEGMENT: (0,), API_UPDATE: (0,), API_PARTITION_DELETE: (0,), API_SNAPSHOT: (0,)}
+_MAX_COLLECTION = 1 << 24  # leader epochs or tagged fields per struct: more is corrupt input
+
+
+def uuid_from_bytes(raw: bytes) -> str:
+    """Kafka's ``Uuid.toString()`` of 16 bytes: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def uuid_to_bytes(text: str) -> bytes:
+    """The 16 bytes of a Kafka UUID string; ``ValueError`` when it is not one."""
+    if len(text) != 22:
+        raise ValueError(f"not a Kafka UUID (22 base64 characters): {text!r}")
+    raw = base64.urlsafe_b64decode(text + "==")
+    if len(raw) != 16 or uuid_from_bytes(raw) != text:
+        raise ValueError(f"not a Kafka UUID: {text!r}")
+    return raw
+
+
+@dataclass(frozen=True)
+class TopicIdPartition:
+    """A user topic's partition, named and identified (a re-created topic has a new id)."""
+
+    topic: str
+    topic_id: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class SegmentRecord:
+    """``RemoteLogSegmentMetadataRecord`` (api key 0): a segment enters COPY_SEGMENT_STARTED."""
+
+    tip: TopicIdPartition
+    segment_id: str
+    start_offset: int
+    end_offset: int
+    broker_id: int
+    max_timestamp_ms: int
+    event_timestamp_ms: int
+    leader_epochs: tuple[tuple[int, int], ...]  # (leader epoch, start offset), in record order
+    segment_size: int
+    custom_metadata: bytes | None
+    state: str
+
+
+@dataclass(frozen=True)
+class SegmentUpdateRecord:
+    """``RemoteLogSegmentMetadataUpdateRecord`` (api key 1): a segment's state changes."""
+
+    tip: TopicIdPartition
+    segment_id: str
+    broker_id: int
+    event_timestamp_ms: int
+    custom_metadata: bytes | None
+    state: str
+
+
+@dataclass(frozen=True)
+class PartitionDeleteRecord:
+    """``RemotePartitionDeleteMetadataRecord`` (api key 2): a partition's remote data is deleted."""
+
+    tip: TopicIdPartition
+    broker_id: int
+    event_timestamp_ms: int
+    state: str
+
+
+@dataclass(frozen=True)
+class SegmentSnapshotRecord:
+    """``RemoteLogSegmentMetadataSnapshotRecord`` (api key 3): a broker's local snapshot entry."""
+
+    segment_id: str
+    start_offset: int
+    end_offset: int
+    broker_id: int
+    max_timestamp_ms: int
+    event_timestamp_ms: int
+    leader_epochs: tuple[tuple[int, int], ...]
+    segment_size: int
+    custom_metadata: bytes | None
+    state: str
+
+
+RemoteLogRecord = SegmentRecord | SegmentUpdateRecord | PartitionDeleteRecord | SegmentSnapshotRecord
+
+_I8, _I32, _I64 = struct.Struct(">b"), struct.Struct(">i"), struct.Struct(">q")
+
+
+class _Reader:
+    """A cursor over one value; every read failure is a :class:`DecodeError` naming ``where``."""
+
+    __slots__ = ("buf", "pos", "where")
+
+    def __init__(self, buf: bytes, where: str) -> None:
+        self.buf = buf
+        self.pos = 0
+        self.where = where
+
+    def fail(self, problem: str) -> DecodeError:
+        return DecodeError(self.where, f"{problem} at byte {self.pos} of {len(self.buf)}")
+
+    def take(self, n: int, what: str) -> bytes:
+        end = self.pos + n
+        if n < 0 or end > len(self.buf):
+            raise self.fail(f"truncated: {what} needs {n} bytes, {len(self.buf) - self.pos} left")
+        out = self.buf[self.pos : end]
+        self.pos = end
+        return out
+
+    def uvarint(self, what: str) -> int:
+        value, shift = 0, 0
+        buf, pos = self.buf, self.pos
+        while True:
+            if pos >= len(buf):
+                self.pos = pos
+                raise self.fail(f"truncated: varint {what}")
+            b = buf[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift > 28:
+                self.pos = pos
+                raise self.fail(f"varint {what} longer than 5 bytes")
+        self.pos = pos
+        if value > 0xFFFFFFFF:
+            raise self.fail(f"varint {what} out of range")
+        return value
+
+    def int8(self, what: str) -> int:
+        return int(_I8.unpack(self.take(1, what))[0])
+
+    def int32(self, what: str) -> int:
+        return int(_I32.unpack(self.take(4, what))[0])
+
+    def int64(self, what: str) -> int:
+        return int(_I64.unpack(self.take(8, what))[0])
+
+    def uuid(self, what: str) -> str:
+        return uuid_from_bytes(self.take(16, what))
+
+    def string(self, what: str) -> str:
+        n = self.uvarint(f"{what} length")
+        if n == 0:
+            raise self.fail(f"{what} is null")
+        raw = self.take(n - 1, what)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self.fail(f"{what} is not UTF-8 ({e.reason})") from None
+
+    def nullable_bytes(self, what: str) -> bytes | None:
+        n = self.uvarint(f"{what} length")
+        return None if n == 0 else self.take(n - 1, what)
+
+    def tagged_fields(self, what: str) -> None:
+        count = self.uvarint(f"{what} tagged field count")
+        if count > _MAX_COLLECTION:
+            raise self.fail(f"{what}: {count} tagged fields")
+        for _ in range(count):
+            self.uvarint(f"{what} tag")
+            self.take(self.uvarint(f"{what} tagged field size"), f"{what} tagged field")
+
+    def leader_epochs(self) -> tuple[tuple[int, int], ...]:
+        n = self.uvarint("SegmentLeaderEpochs length")
+        if n == 0:
+            raise self.fail("SegmentLeaderEpochs is null")
+        if n - 1 > _MAX_COLLECTION or (n - 1) * 13 > len(self.buf) - self.pos:
+            raise self.fail(f"truncated: {n - 1} leader epochs announced")
+        out = []
+        for _ in range(n - 1):
+            epoch = self.int32("LeaderEpoch")
+            offset = self.int64("Offset")
+            self.tagged_fields("SegmentLeaderEpochEntry")
+            out.append((epoch, offset))
+        return tuple(out)
+
+    def topic_id_partition(self) -> TopicIdPartition:
+        name = self.string("topic Name")
+        topic_id = self.uuid("topic Id")
+        partition = self.int32("Partition")
+        self.tagged_fields("TopicIdPartition")
+        return TopicIdPartition(name, topic_id, partition)
+
+    def segment_id(self) -> tuple[TopicIdPartition, str]:
+        tip = self.topic_id_partition()
+        seg = self.uuid("segment Id")
+        self.tagged_fields("RemoteLogSegmentId")
+        return tip, seg
+
+    def state(self, names: tuple[str, ...], what: str) -> str:
+        value = self.int8(what)
+        if not 0 <= value < len(names):
+            self.pos -= 1
+            raise self.fail(f"unknown {what} {value}")
+        return names[value]
+
+
+def decode_record(value: bytes, where: str = "__remote_log_metadata") -> RemoteLogRecord:
+    """Decode one ``__remote_log_metadata`` record value.
+
+    ``where`` names the record (topic, partition and offset) in errors.
+
+    Raises
+    ------
+    UnknownVersionError
+        Frame version other than 1, an api key other than 0-3, or a record version this release
+        does not read.
+    DecodeError
+        Truncated or corrupt bytes, an unknown state, or trailing bytes.
+    """
+    if value is None:
+        raise DecodeError(where, "null record value (a tombstone)")
+    r = _Reader(bytes(value), where)
+    frame = r.uvarint("frame version")
+    if frame != FRAME_VERSION:
+        raise UnknownVersionError(where, f"unknown frame version {frame} (expected {FRAME_VERSION})")
+    api = r.uvarint("api key")
+    version = r.uvarint("version")
+    if api not in _KNOWN_VERSIONS:
+        raise UnknownVersionError(where, f"unknown api key {api} (known: 0-3)")
+    if version not in _KNOWN_VERSIONS[api]:
+        raise UnknownVersionError(where, f"unknown version {version} of api key {api}")
+    record: RemoteLogRecord
+    if api == API_SEGMENT:
+        tip, seg = r.segment_id()
+        record = SegmentRecord(
+            tip=tip,
+            segment_id=seg,
+            start_offset=r.int64("StartOffset"),
+            end_offset=r.int64("EndOffset"),
+            broker_id=r.int32("BrokerId"),
+            max_timestamp_ms=r.int64("MaxTimestampMs"),
+            event_timestamp_ms=r.int64("EventTimestampMs"),
+            leader_epochs=r.leader_epochs(),
+            segment_size=r.int32("SegmentSizeInBytes"),
+            custom_metadata=r.nullable_bytes("CustomMetadata"),
+            state=r.state(SEGMENT_STATES, "RemoteLogSegmentState"),
+        )
+    elif api == API_UPDATE:
+        tip, seg = r.segment_id()
+        record = SegmentUpdateRecord(
+            tip=tip,
+            segment_id=seg,
+            broker_id=r.int32("BrokerId"),
+            event_timestamp_ms=r.int64("EventTimestampMs"),
+            custom_metadata=r.nullable_bytes("CustomMetadata"),
+            state=r.state(SEGMENT_STATES, "RemoteLogSegmentState"),
+        )
+    elif api == API_PARTITION_DELETE:
+        record = PartitionDeleteRecord(
+            tip=r.topic_id_partition(),
+            broker_id=r.int32("BrokerId"),
+            event_timestamp_ms=r.int64("EventTimestampMs"),
+            state=r.state(PARTITION_DELETE_STATES, "RemotePartitionDeleteState"),
+        )
+    else:
+        record = SegmentSnapshotRecord(
+            segment_id=r.uuid("SegmentId"),
+            start_offset=r.int64("StartOffset"),
+            end_offset=r.int64("EndOffset"),
+            broker_id=r.int32("BrokerId"),
+            max_timestamp_ms=r.int64("MaxTimestampMs"),
+            event_timestamp_ms=r.int64("EventTimestampMs"),
+            leader_epochs=r.leader_epochs(),
+            segment_size=r.int32("SegmentSizeInBytes"),
+            custom_metadata=r.nullable_bytes("CustomMetadata"),
+            state=r.state(SEGMENT_STATES, "RemoteLogSegmentState"),
+        )
+    r.tagged_fields("record")
+    if r.pos != len(r.buf):
+        raise r.fail(f"{len(r.buf) - r.pos} trailing bytes")
+    return record
+
+
+# -- encoding (tests, benchmarks and the fixtures that plant records) --------------------------------
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _string(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return _uvarint(len(raw) + 1) + raw
+
+
+def _nullable_bytes(b: bytes | None) -> bytes:
+    return b"\x00" if b is None else _uvarint(len(b) + 1) + b
+
+
+def _tip(t: TopicIdPartition) -> bytes:
+    return _string(t.topic) + uuid_to_bytes(t.topic_id) + _I32.pack(t.partition) + b"\x00"
+
+
+def _epochs(epochs: tuple[tuple[int, int], ...]) -> bytes:
+    return _uvarint(len(epochs) + 1) + b"".join(_I32.pack(e) + _I64.pack(o) + b"\x00" for e, o in epochs)
+
+
+def encode_record(record: RemoteLogRecord) -> bytes:
+    """The record value Kafka's serde writes for ``record`` (frame version 1, version 0)."""
+    if isinstance(record, SegmentRecord):
+        body = (
+            _tip(record.tip)
+            + uuid_to_bytes(record.segment_id)
+            + b"\x00"
+            + _I64.pack(record.start_offset)
+            + _I64.pack(record.end_offset)
+            + _I32.pack(record.broker_id)
+            + _I64.pack(record.max_timestamp_ms)
+            + _I64.pack(record.event_timestamp_ms)
+            + _epochs(record.leader_epochs)
+            + _I32.pack(record.segment_size)
+            + _nullable_bytes(record.custom_metadata)
+            + _I8.pack(SEGMENT_STATES.index(record.state))
+        )
+        api = API_SEGMENT
+    elif isinstance(record, SegmentUpdateRecord):
+        body = (
+            _tip(record.tip)
+            + uuid_to_bytes(record.segment_id)
+            + b"\x00"
+            + _I32.pack(record.broker_id)
+            + _I64.pack(record.event_timestamp_ms)
+            + _nullable_bytes(record.custom_metadata)
+            + _I8.pack(SEGMENT_STATES.index(record.state))
+        )
+        api = API_UPDATE
+    elif isinstance(record, PartitionDeleteRecord):
+        body = (
+            _tip(record.tip)
+            + _I32.pack(record.broker_id)
+            + _I64.pack(record.event_timestamp_ms)
+            + _I8.pack(PARTITION_DELETE_STATES.index(record.state))
+        )
+        api = API_PARTITION_DELETE
+    else:
+        body = (
+            uuid_to_bytes(record.segment_id)
+            + _I64.pack(record.start_offset)
+            + _I64.pack(record.end_offset)
+            + _I32.pack(record.broker_id)
+            + _I64.pack(record.max_timestamp_ms)
+            + _I64.pack(record.event_timestamp_ms)
+            + _epochs(record.leader_epochs)
+            + _I32.pack(record.segment_size)
+            + _nullable_bytes(record.custom_metadata)
+            + _I8.pack(SEGMENT_STATES.index(record.state))
+        )
+        api = API_SNAPSHOT
+    return _uvarint(FRAME_VERSION) + _uvarint(api) + _uvarint(0) + body + b"\x00"
