@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import ConfigError, LedgerLensError
+from ledgerlens.redact import redact_exception
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -342,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         apply_sandbox(args)
         return COMMANDS[args.command](args)
     except LedgerLensError as e:
-        print(f"ledgerlens {args.command}: error: {e}", file=sys.stderr)
+        print(f"ledgerlens {args.command}: error: {redact_exception(e)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print(f"ledgerlens {args.command}: interrupted", file=sys.stderr)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledgerlens import schemas
 from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens.redact import redact_obj
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,6 +65,22 @@ def blind_spots(tables: dict[str, DataFrame]) -> list[str]:
     )
 
 
+def redacted_evidence(findings: DataFrame) -> DataFrame:
+    """``findings`` with credentials redacted from ``evidence`` (``ledgerlens.redact``); the
+    identifying columns are left as they are."""
+    from pyspark.sql import functions as F
+
+    from ledgerlens.redact import redact_nullable, secret_values
+
+    env = secret_values()  # the driver's: executors may have started before a secret was set
+
+    def _redact(text: str | None) -> str | None:
+        return redact_nullable(text, env)
+
+    redact_udf = F.udf(_redact, "string", useArrow=True)
+    return findings.withColumn("evidence", redact_udf("evidence"))
+
+
 def run(
     spark: SparkSession,
     zk: ZooKeeperSource,
@@ -112,7 +129,7 @@ def run(
 
     t3 = time.monotonic()
     findings_path = out / "findings.parquet"
-    final.coalesce(1).write.mode("overwrite").parquet(str(findings_path))
+    redacted_evidence(final).coalesce(1).write.mode("overwrite").parquet(str(findings_path))
     final_written = spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
     timings["write"] = time.monotonic() - t3
     findings.unpersist()
@@ -126,5 +143,6 @@ def run(
         "dropped_on_reverify": dict(sorted(verdicts.dropped.items())),
         "timings": {k: round(v, 3) for k, v in timings.items()},
     }
+    summary = redact_obj(summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return AuditRun(out, findings_path, summary, dict(inventory.tables))

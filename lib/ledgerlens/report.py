@@ -6,8 +6,9 @@
 - ``findings_table_html`` / ``top_findings`` / ``error_html``: HTML for notebooks and widgets,
   without ipywidgets (headless runs need no UI).
 
-Credentials never appear in a report: ``check_no_secrets`` refuses a notebook or HTML text that
-contains the value of a secret-looking environment variable.
+Credentials never appear in a report: the executed notebook and the HTML pass through
+``ledgerlens.redact.redact`` before they are written (URL userinfo, tokens, keys, the values of
+secret environment variables); ``check_no_secrets`` refuses runbook parameters that hold a secret.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import pandas as pd
 from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource, parse_duration, parse_time_ms
 from ledgerlens.errors import ConfigError, LedgerLensError
 from ledgerlens.figures import SEVERITY_COLORS, SEVERITY_ORDER, human_bytes
+from ledgerlens.redact import leaked_names, redact, redact_html, redact_notebook
+from ledgerlens.redact import secret_values as secret_values
 
 RECORD_KEY = "ledgerlens"
 """Output metadata key that marks a recorded result: ``{"ledgerlens": <name>}``."""
@@ -43,10 +46,6 @@ TABLE_COLUMNS = (
     "age_seconds",
     "action",
 )
-
-_SECRET_NAMES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-_SECRET_WORDS = ("SECRET", "TOKEN", "PASSWORD")
-_MIN_SECRET_LEN = 6  # shorter values ("1", "true") would match everywhere and reveal nothing
 
 
 class ReportError(LedgerLensError):
@@ -242,26 +241,29 @@ def read_recorded(nb_path: str | Path, name: str = "summary") -> Any:
 # --- secrets ---------------------------------------------------------------------------------------
 
 
-def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Name -> value of every secret-looking environment variable worth looking for."""
-    env = os.environ if env is None else env
-    return {
-        k: v
-        for k, v in env.items()
-        if (k in _SECRET_NAMES or any(word in k.upper() for word in _SECRET_WORDS))
-        and v
-        and len(v.strip()) >= _MIN_SECRET_LEN
-    }
-
-
 def check_no_secrets(text: str, where: str, env: Mapping[str, str] | None = None) -> None:
     """Raise ``SecretLeakError`` naming the variable (never its value) if a secret appears in ``text``."""
-    leaked = sorted(k for k, v in secret_values(env).items() if v in text)
+    leaked = leaked_names(text, env)
     if leaked:
         raise SecretLeakError(
             f"{where}: contains the value of environment variable(s) {', '.join(leaked)}; "
             "refusing to publish it (credentials must come from the environment, never be printed)"
         )
+    if redact(text, env) != text:
+        raise SecretLeakError(
+            f"{where}: contains a credential (URL userinfo, token, key or password); "
+            "credentials come from the environment or config files, never parameters"
+        )
+
+
+def redact_notebook_file(path: str | Path) -> Path:
+    """Rewrite the notebook ``path`` with every credential redacted (``ledgerlens.redact``)."""
+    path = Path(path)
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    clean = redact_notebook(nb)
+    if clean != nb:
+        path.write_text(json.dumps(clean, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
 
 
 # --- papermill and nbconvert -----------------------------------------------------------------------
@@ -297,12 +299,13 @@ def execute_runbook(
             cwd=str(cwd) if cwd is not None else None,
         )
     except PapermillExecutionError as e:
+        if output.is_file():
+            redact_notebook_file(output)
         first = (str(e.evalue).strip().splitlines() or [""])[0]
         raise ReportError(
             f"{notebook}: cell {e.exec_count} failed: {e.ename}: {first} (details in {output})"
         ) from e
-    check_no_secrets(output.read_text(encoding="utf-8"), str(output))
-    return output
+    return redact_notebook_file(output)
 
 
 # Blocks of nbconvert's ``lab`` template that load scripts from public CDNs: the report must open
@@ -335,16 +338,14 @@ def to_html(
     Scripts from CDNs (require.js, MathJax, mermaid, widget manager) are left out, widget state is
     dropped (widgets need a live kernel), code cells are hidden unless ``exclude_input=False``, and
     stderr streams (Spark's log and progress lines) are left out unless ``keep_stderr=True`` (the
-    executed notebook keeps everything). Raises ``SecretLeakError`` if a secret's value is in the
-    notebook or the HTML.
+    executed notebook keeps everything). Credentials are redacted (``ledgerlens.redact``).
     """
     import nbformat
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
     notebook, html = Path(notebook), Path(html)
-    text = notebook.read_text(encoding="utf-8")
-    check_no_secrets(text, str(notebook))
+    text = json.dumps(redact_notebook(json.loads(notebook.read_text(encoding="utf-8"))))
     nb = nbformat.reads(text, as_version=4)
     nb.metadata.pop("widgets", None)
     if not keep_stderr:
@@ -369,8 +370,7 @@ def to_html(
         body, _resources = exporter.from_notebook_node(
             nb, resources={"metadata": {"name": title or notebook.stem}}
         )
-    body = _EXTERNAL_SCRIPT.sub("", body)
-    check_no_secrets(body, str(html))
+    body = redact_html(_EXTERNAL_SCRIPT.sub("", body))
     html.parent.mkdir(parents=True, exist_ok=True)
     html.write_text(body, encoding="utf-8")
     return html

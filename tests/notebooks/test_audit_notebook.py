@@ -112,14 +112,18 @@ def test_to_html_is_self_contained(tmp_path: Path) -> None:
     assert "[Stage 7:" in report.to_html(nb, tmp_path / "err.html", keep_stderr=True).read_text()
 
 
-def test_secrets_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secrets_are_redacted_or_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "s3cr3t-" + uuid.uuid4().hex
     monkeypatch.setenv("PULSAR_AUTH_TOKEN", secret)
-    nb = _executed_notebook(tmp_path / "nb.ipynb", {"total_findings": 0}, extra_text=f"oops {secret}\n")
-    with pytest.raises(report.SecretLeakError, match="PULSAR_AUTH_TOKEN") as e:
-        report.to_html(nb, tmp_path / "report.html")
-    assert secret not in str(e.value)
-    assert not (tmp_path / "report.html").exists()
+    nb = _executed_notebook(
+        tmp_path / "nb.ipynb", {"total_findings": 0}, extra_text=f"oops {secret} https://KEY:SECRET@h\n"
+    )
+    html = report.to_html(nb, tmp_path / "report.html").read_text()
+    assert secret not in html and "KEY:SECRET" not in html
+    assert "oops *** https://***@h" in html
+    assert "Plotly.newPlot" in html  # inline scripts survive redaction
+    clean = report.redact_notebook_file(nb).read_text()
+    assert secret not in clean and "KEY:SECRET" not in clean
     with pytest.raises(report.SecretLeakError, match="runbook parameters"):
         report.execute_runbook(RUNBOOK, tmp_path / "x.ipynb", {"zookeeper": secret})
 
