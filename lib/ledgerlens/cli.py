@@ -4,6 +4,10 @@
 ``ledgerlens report``         run the audit runbook headless (papermill) and convert it to HTML
 ``ledgerlens sandbox``        a real Pulsar standalone sandbox: up, seed, plant, status, down
 ``ledgerlens sandbox-local``  start/seed/inspect/stop a local ZooKeeper + S3 sandbox
+``ledgerlens plan``           findings -> a hash-bound deletion plan (deletes nothing)
+``ledgerlens approve``        approve a plan into the deletion journal
+``ledgerlens publish``        phase 1: approved items to the deletion topic (PIP-186)
+``ledgerlens deleter``        phase 2: re-verify and delete (dry run unless ``--execute``)
 
 Exit codes: 0 ran; 2 usage or ledgerlens error (one line on stderr); 3 ``--fail-on`` threshold hit.
 """
@@ -147,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--root", default=None, metavar="PATH", help="seed: path prefix of the cluster")
     sandbox.add_argument("--now-ms", default=None, type=int, metavar="MS", help="seed: the audit's as_of_ms")
     sandbox.add_argument("--bucket", default=None, metavar="NAME", help="up: tiered-storage bucket to create")
+
+    from ledgerlens.deletion import commands as deletion_commands
+
+    deletion_commands.add_parsers(sub)
     return parser
 
 
@@ -341,7 +349,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code) if isinstance(e.code, int) else EXIT_ERROR
     try:
         apply_sandbox(args)
-        return COMMANDS[args.command](args)
+        from ledgerlens.deletion.commands import COMMANDS as DELETION_COMMANDS
+
+        return {**COMMANDS, **DELETION_COMMANDS}[args.command](args)
     except LedgerLensError as e:
         print(f"ledgerlens {args.command}: error: {redact_exception(e)}", file=sys.stderr)
         return EXIT_ERROR

@@ -81,6 +81,17 @@ def redacted_evidence(findings: DataFrame) -> DataFrame:
     return findings.withColumn("evidence", redact_udf("evidence"))
 
 
+def _auditor() -> str:
+    """Who ran the audit (``$LEDGERLENS_USER``, else the login name): approvals may refuse self-approval."""
+    import getpass
+    import os
+
+    try:
+        return os.environ.get("LEDGERLENS_USER") or getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
 def run(
     spark: SparkSession,
     zk: ZooKeeperSource,
@@ -136,6 +147,7 @@ def run(
 
     summary = {
         "as_of_ms": audit.as_of_ms,
+        "auditor": _auditor(),
         **summarize(final_written),
         "inventory_counts": inventory.counts,
         "s3_scanned": inventory.s3_scanned,

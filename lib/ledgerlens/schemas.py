@@ -153,6 +153,7 @@ OFFLOAD_OBJECTS = _schema(
     ("ledger_id", _L),  # null for PIP-76 streaming objects (one object spans ledgers)
     ("role", _S),  # data or index
     ("layout", _S),  # ledger (per-ledger offload, PIP-17) or streaming (PIP-76)
+    ("etag", _S),  # as listed; a deletion plan records it and the deleter checks it again
 )
 
 INVENTORY: Mapping[str, T.StructType] = {

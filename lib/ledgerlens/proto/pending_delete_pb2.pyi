@@ -19,6 +19,7 @@ class LedgerType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     LEDGER: _ClassVar[LedgerType]
     OFFLOAD_LEDGER: _ClassVar[LedgerType]
+    LOAD_TOPIC: _ClassVar[LedgerType]
 MANAGED_LEDGER: LedgerComponent
 MANAGED_CURSOR: LedgerComponent
 SCHEMA_STORAGE: LedgerComponent
@@ -26,9 +27,10 @@ DELAYED_INDEX_BUCKET: LedgerComponent
 COMPACTED_LEDGER: LedgerComponent
 LEDGER: LedgerType
 OFFLOAD_LEDGER: LedgerType
+LOAD_TOPIC: LedgerType
 
 class PendingDeleteLedgerInfo(_message.Message):
-    __slots__ = ("topicName", "ledgerComponent", "ledgerType", "ledgerId", "context", "cursorName", "schemaId", "managedLedgerName", "objectKey", "bucket", "planHash", "findingKind", "expectedBytes")
+    __slots__ = ("topicName", "ledgerComponent", "ledgerType", "ledgerId", "context", "cursorName", "schemaId", "managedLedgerName", "objectKey", "bucket", "planHash", "findingKind", "expectedBytes", "itemId")
     TOPICNAME_FIELD_NUMBER: _ClassVar[int]
     LEDGERCOMPONENT_FIELD_NUMBER: _ClassVar[int]
     LEDGERTYPE_FIELD_NUMBER: _ClassVar[int]
@@ -42,6 +44,7 @@ class PendingDeleteLedgerInfo(_message.Message):
     PLANHASH_FIELD_NUMBER: _ClassVar[int]
     FINDINGKIND_FIELD_NUMBER: _ClassVar[int]
     EXPECTEDBYTES_FIELD_NUMBER: _ClassVar[int]
+    ITEMID_FIELD_NUMBER: _ClassVar[int]
     topicName: str
     ledgerComponent: LedgerComponent
     ledgerType: LedgerType
@@ -55,4 +58,5 @@ class PendingDeleteLedgerInfo(_message.Message):
     planHash: str
     findingKind: str
     expectedBytes: int
-    def __init__(self, topicName: _Optional[str] = ..., ledgerComponent: _Optional[_Union[LedgerComponent, str]] = ..., ledgerType: _Optional[_Union[LedgerType, str]] = ..., ledgerId: _Optional[int] = ..., context: _Optional[_Union[_managed_ledger_pb2.OffloadContext, _Mapping]] = ..., cursorName: _Optional[str] = ..., schemaId: _Optional[str] = ..., managedLedgerName: _Optional[str] = ..., objectKey: _Optional[str] = ..., bucket: _Optional[str] = ..., planHash: _Optional[str] = ..., findingKind: _Optional[str] = ..., expectedBytes: _Optional[int] = ...) -> None: ...
+    itemId: str
+    def __init__(self, topicName: _Optional[str] = ..., ledgerComponent: _Optional[_Union[LedgerComponent, str]] = ..., ledgerType: _Optional[_Union[LedgerType, str]] = ..., ledgerId: _Optional[int] = ..., context: _Optional[_Union[_managed_ledger_pb2.OffloadContext, _Mapping]] = ..., cursorName: _Optional[str] = ..., schemaId: _Optional[str] = ..., managedLedgerName: _Optional[str] = ..., objectKey: _Optional[str] = ..., bucket: _Optional[str] = ..., planHash: _Optional[str] = ..., findingKind: _Optional[str] = ..., expectedBytes: _Optional[int] = ..., itemId: _Optional[str] = ...) -> None: ...

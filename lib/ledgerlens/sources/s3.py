@@ -133,6 +133,7 @@ def list_offload_objects(
                         "ledger_id": parsed.ledger_id,
                         "role": parsed.role,
                         "layout": parsed.layout,
+                        "etag": obj.get("ETag"),
                     }
                 if stop:
                     break

@@ -1,0 +1,600 @@
+"""Findings -> a deletion plan: what may be deleted, what state each item must still be in, one hash.
+
+The plan is the only way into the deletion flow. It takes an audit's ``--out`` directory
+(``findings.parquet``, ``summary.json``, ``inventory/``) and keeps only findings that are safe to
+act on:
+
+- kinds: ``orphan_ledger`` and ``orphan_offload_object`` by default; ``retention_overdue`` and
+  ``offloaded_not_deleted`` on request (``load_topic``: the broker trims by its own rules).
+  ``unattributed_ledger``, every ``foreign_*`` kind and every kind whose action is not
+  ``delete_ledger``, ``delete_object`` or ``load_topic`` can never be planned, whatever is asked.
+- never a ``critical`` finding, never a finding whose action does not match its kind (an orphan
+  that a rule turned into ``investigate`` stays out), never an item whose tenant is not one of the
+  audited Pulsar store's tenants (or an approved deleted tenant): a ledger or object of another
+  cluster sharing the store is never a candidate.
+
+Each item records the exact state the deleter must find again: the ledger znode's version and
+BookKeeper custom metadata (from the audit's ``bk_ledgers`` inventory), each object's size and
+ETag (from ``offload_objects``). ``plan_hash`` is the SHA-256 of the canonical JSON of everything
+else in the plan; an approval names it, so an edited plan cannot be approved by mistake.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import getpass
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledgerlens.config import parse_duration
+from ledgerlens.errors import ConfigError, LedgerLensError
+from ledgerlens.formats.names import parse_managed_ledger
+from ledgerlens.formats.offload import parse_offload_key
+
+PLAN_FORMAT = "ledgerlens-deletion-plan/1"
+
+DELETE_KINDS: dict[str, str] = {"orphan_ledger": "delete_ledger", "orphan_offload_object": "delete_object"}
+LOAD_KINDS: dict[str, str] = {"retention_overdue": "load_topic", "offloaded_not_deleted": "load_topic"}
+PLANNABLE_KINDS: dict[str, str] = {**DELETE_KINDS, **LOAD_KINDS}
+DEFAULT_KINDS: tuple[str, ...] = tuple(DELETE_KINDS)
+# Kinds that must never reach a plan, whatever --kinds says (plus every foreign_* kind).
+NEVER_KINDS: frozenset[str] = frozenset({"unattributed_ledger"})
+ACTIONS: tuple[str, ...] = ("delete_ledger", "delete_object", "load_topic")
+
+
+class PlanError(LedgerLensError):
+    """A plan that cannot be made, read or trusted."""
+
+
+def canonical(obj: Any) -> bytes:
+    """The canonical JSON bytes hashed by plans and approvals (sorted keys, no spaces, UTF-8)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def sha256_hex(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def plan_hash(plan: Mapping[str, Any]) -> str:
+    """The hash of a plan: SHA-256 over the canonical JSON of every field but ``plan_hash``."""
+    return sha256_hex(canonical({k: v for k, v in plan.items() if k != "plan_hash"}))
+
+
+def is_never_plannable(kind: str) -> bool:
+    """True for kinds no plan may hold (``unattributed_ledger``, ``foreign_*``)."""
+    return kind in NEVER_KINDS or kind.startswith("foreign_")
+
+
+# --- filters ---------------------------------------------------------------------------------------
+
+_FILTER_RE = re.compile(r"^\s*(?P<col>[a-z_]+)\s*(?P<op>!=|>=|<=|=|~|>|<)\s*(?P<value>.*?)\s*$")
+FILTER_COLUMNS = (
+    "kind",
+    "component",
+    "tenant",
+    "namespace",
+    "managed_ledger",
+    "cursor",
+    "object_key",
+    "ledger_id",
+    "age_seconds",
+    "bytes",
+)
+_ALIASES = {"age": "age_seconds", "size": "bytes"}
+_NUMERIC = {"ledger_id", "age_seconds", "bytes"}
+_SIZE_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+@dataclass(frozen=True)
+class Filter:
+    """One ``column op value`` condition on a finding; ``~`` is a shell-style glob."""
+
+    column: str
+    op: str
+    value: str | int
+
+    def __str__(self) -> str:
+        return f"{self.column}{self.op}{self.value}"
+
+    def matches(self, row: Mapping[str, Any]) -> bool:
+        got = row.get(self.column)
+        if got is None:
+            return self.op == "!="
+        if self.column in _NUMERIC:
+            g, v = int(got), int(self.value)
+            return {
+                "=": g == v,
+                "!=": g != v,
+                ">=": g >= v,
+                "<=": g <= v,
+                ">": g > v,
+                "<": g < v,
+                "~": False,
+            }[self.op]
+        s = str(got)
+        if self.op == "=":
+            return s == self.value
+        if self.op == "!=":
+            return s != self.value
+        if self.op == "~":
+            return fnmatch.fnmatchcase(s, str(self.value))
+        raise PlanError(f"filter {self}: {self.op} needs a numeric column ({', '.join(sorted(_NUMERIC))})")
+
+
+def parse_filter(text: str) -> Filter:
+    """``tenant=ll-app``, ``namespace~ll-*/orders``, ``age>=24h``, ``bytes>=1GiB``, ``kind!=...``."""
+    m = _FILTER_RE.match(text)
+    if not m:
+        raise ConfigError(f"filter {text!r}: expected COLUMN OP VALUE with OP one of = != ~ >= <= > <")
+    col = _ALIASES.get(m["col"], m["col"])
+    if col not in FILTER_COLUMNS:
+        raise ConfigError(
+            f"filter {text!r}: unknown column {m['col']!r} (one of {', '.join(FILTER_COLUMNS)})"
+        )
+    raw = m["value"]
+    value: str | int = raw
+    if col in _NUMERIC:
+        if m["op"] == "~":
+            raise ConfigError(f"filter {text!r}: ~ (glob) works on text columns only")
+        if col == "age_seconds":
+            value = parse_duration(raw)
+        elif col == "bytes":
+            sm = re.fullmatch(r"(\d+)\s*([kmgt]?i?b?)", raw.strip().lower())
+            unit = sm[2] if sm else ""
+            unit = {"k": "kib", "m": "mib", "g": "gib", "t": "tib", "kb": "kib", "mb": "mib"}.get(unit, unit)
+            if not sm or unit not in _SIZE_UNITS:
+                raise ConfigError(f"filter {text!r}: expected a size such as 1048576, 512MiB or 2GiB")
+            value = int(sm[1]) * _SIZE_UNITS[unit]
+        else:
+            try:
+                value = int(raw)
+            except ValueError as e:
+                raise ConfigError(f"filter {text!r}: {col} needs an integer") from e
+    return Filter(col, m["op"], value)
+
+
+# --- reading the audit -----------------------------------------------------------------------------
+
+
+def _read_table(path: Path, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    import pyarrow.dataset as ds
+
+    if not path.exists():
+        return []
+    dataset = ds.dataset(str(path), format="parquet")
+    cols = [c for c in columns if c in dataset.schema.names] if columns else None
+    return list(dataset.to_table(columns=cols).to_pylist())
+
+
+def _files_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
+    for p in files:
+        h.update(p.relative_to(path).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+@dataclass
+class AuditOutput:
+    """What a plan needs from one audit run (its ``--out`` directory)."""
+
+    out_dir: Path
+    summary: dict[str, Any]
+    findings: list[dict[str, Any]]
+    findings_sha256: str
+
+    @classmethod
+    def read(cls, out_dir: str | Path) -> AuditOutput:
+        out = Path(out_dir)
+        findings_path = out / "findings.parquet"
+        summary_path = out / "summary.json"
+        if not findings_path.exists():
+            raise PlanError(f"{findings_path}: not found; --findings must be an audit's --out directory")
+        try:
+            summary = json.loads(summary_path.read_text())
+        except (OSError, ValueError) as e:
+            raise PlanError(f"{summary_path}: cannot read the audit summary ({e})") from e
+        if not isinstance(summary.get("as_of_ms"), int):
+            raise PlanError(f"{summary_path}: no as_of_ms; is this an audit's summary.json?")
+        return cls(out, summary, _read_table(findings_path), _files_digest(findings_path))
+
+    def inventory(self, table: str, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        return _read_table(self.out_dir / "inventory" / table, columns)
+
+    def has_inventory(self, table: str) -> bool:
+        return (self.out_dir / "inventory" / table).exists()
+
+
+def _evidence(row: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        ev = json.loads(row.get("evidence") or "{}")
+    except ValueError:
+        return {"unparsed": row.get("evidence")}
+    return ev if isinstance(ev, dict) else {"value": ev}
+
+
+def _tenant_of(row: Mapping[str, Any]) -> str | None:
+    if row.get("tenant"):
+        return str(row["tenant"])
+    ml = row.get("managed_ledger")
+    if ml:
+        try:
+            return parse_managed_ledger(str(ml)).tenant
+        except LedgerLensError:
+            return None
+    return None
+
+
+def audited_tenants(audit: AuditOutput) -> set[str]:
+    """Tenants the audited Pulsar store(s) hold: namespace policies, plus ``pulsar_tenants`` when present."""
+    tenants = {r["tenant"] for r in audit.inventory("namespace_policies", ["tenant"]) if r.get("tenant")}
+    tenants |= {r["tenant"] for r in audit.inventory("pulsar_tenants", ["tenant"]) if r.get("tenant")}
+    return tenants
+
+
+def deleted_tenants(summary: Mapping[str, Any]) -> list[str]:
+    """Tenants the audit was told were deleted on purpose (``--deleted-tenant``), if it recorded them."""
+    got = summary.get("deleted_tenants") or []
+    return sorted({str(t) for t in got if t})
+
+
+# --- building --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Refusals:
+    rows: list[dict[str, Any]]
+
+    def add(self, row: Mapping[str, Any], reason: str) -> None:
+        self.rows.append(
+            {
+                "kind": row.get("kind"),
+                "ledger_id": row.get("ledger_id"),
+                "managed_ledger": row.get("managed_ledger"),
+                "object_key": row.get("object_key"),
+                "reason": reason,
+            }
+        )
+
+
+_IDENTITY = ("kind", "severity", "component", "ledger_id", "managed_ledger", "cursor", "path", "object_key")
+
+
+def _identity(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: row.get(k) for k in _IDENTITY}
+
+
+def _ledger_item(
+    row: Mapping[str, Any], bk: Mapping[str, Any] | None, refuse: _Refusals
+) -> dict[str, Any] | None:
+    lid = row.get("ledger_id")
+    if lid is None:
+        refuse.add(row, "no ledger id")
+        return None
+    if bk is None:
+        refuse.add(row, "ledger absent from the audit's bk_ledgers inventory")
+        return None
+    if bk.get("error"):
+        refuse.add(row, f"ledger metadata did not decode at the audit: {bk['error']}")
+        return None
+    custom = dict(bk.get("custom_metadata") or {})
+    if custom.get("application") != "pulsar":
+        refuse.add(row, "ledger has no Pulsar custom metadata")
+        return None
+    if bk.get("znode_version") is None:
+        refuse.add(row, "the inventory has no znode version for the ledger")
+        return None
+    return {
+        "item_id": f"ledger:{int(lid)}",
+        "action": "delete_ledger",
+        "finding": _identity(row),
+        "tenant": row.get("tenant"),
+        "namespace": row.get("namespace"),
+        "age_seconds": row.get("age_seconds"),
+        "bytes": row.get("bytes"),
+        "evidence": _evidence(row),
+        "expected": {
+            "ledger_id": int(lid),
+            "path": bk.get("path"),
+            "znode_version": int(bk["znode_version"]),
+            "custom_metadata": dict(sorted(custom.items())),
+            "ctime_ms": bk.get("ctime_ms"),
+            "length": bk.get("length"),
+            "state": bk.get("state"),
+        },
+    }
+
+
+def _offload_items(
+    rows: Sequence[Mapping[str, Any]],
+    objects: Mapping[str, Mapping[str, Any]],
+    bucket: str | None,
+    refuse: _Refusals,
+) -> list[dict[str, Any]]:
+    """One item per offload copy ((uuid, ledger) or a streaming uuid), data and index objects together."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        key = row.get("object_key")
+        parsed = parse_offload_key(str(key)) if key else None
+        if parsed is None:
+            refuse.add(row, "object key is not an offload data or index key")
+            continue
+        obj = objects.get(str(key))
+        if obj is None:
+            refuse.add(row, "object absent from the audit's offload_objects inventory")
+            continue
+        if not obj.get("etag") or obj.get("size") is None:
+            refuse.add(row, "no ETag/size in the inventory (audit made by an older ledgerlens): re-run it")
+            continue
+        if parsed.ledger_id is not None and row.get("ledger_id") not in (None, parsed.ledger_id):
+            refuse.add(row, "finding ledger id differs from the object key's")
+            continue
+        gid = f"offload:{parsed.uuid}" + (f":{parsed.ledger_id}" if parsed.ledger_id is not None else "")
+        groups.setdefault(gid, []).append(row)
+    items = []
+    for gid, members in groups.items():
+        mls = {m.get("managed_ledger") for m in members}
+        if len(mls) != 1:
+            for m in members:
+                refuse.add(
+                    m, f"objects of one offload copy name different managed ledgers: {sorted(map(str, mls))}"
+                )
+            continue
+        first = members[0]
+        keys = sorted(str(m["object_key"]) for m in members)
+        parsed = parse_offload_key(keys[0])
+        assert parsed is not None
+        obj_states = []
+        for k in keys:
+            o = objects[k]
+            obj_states.append(
+                {"key": k, "size": int(o["size"]), "etag": str(o["etag"]), "role": o.get("role")}
+            )
+        items.append(
+            {
+                "item_id": gid,
+                "action": "delete_object",
+                "finding": _identity(first),
+                "findings": [_identity(m) for m in sorted(members, key=lambda m: str(m["object_key"]))],
+                "tenant": first.get("tenant"),
+                "namespace": first.get("namespace"),
+                "age_seconds": min((m.get("age_seconds") or 0) for m in members),
+                "bytes": sum(int(m.get("bytes") or 0) for m in members),
+                "evidence": _evidence(first),
+                "expected": {
+                    "bucket": bucket or objects[keys[0]].get("bucket"),
+                    "uuid": parsed.uuid,
+                    "ledger_id": parsed.ledger_id,
+                    "managed_ledger": first.get("managed_ledger"),
+                    "objects": obj_states,
+                },
+            }
+        )
+    return items
+
+
+def _load_items(rows: Sequence[Mapping[str, Any]], refuse: _Refusals) -> list[dict[str, Any]]:
+    """One ``load_topic`` item per managed ledger; its findings' ledgers are the evidence."""
+    from ledgerlens.formats.names import managed_ledger_to_topic
+
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        ml = row.get("managed_ledger")
+        if not ml:
+            refuse.add(row, "no managed ledger to load")
+            continue
+        groups.setdefault(str(ml), []).append(row)
+    items = []
+    for ml, members in groups.items():
+        try:
+            topic = managed_ledger_to_topic(ml)
+        except LedgerLensError as e:
+            for m in members:
+                refuse.add(m, f"managed ledger name does not parse: {e}")
+            continue
+        first = members[0]
+        items.append(
+            {
+                "item_id": f"topic:{ml}",
+                "action": "load_topic",
+                "finding": _identity(first),
+                "findings": [
+                    _identity(m) for m in sorted(members, key=lambda m: (m["kind"], m.get("ledger_id") or -1))
+                ],
+                "tenant": first.get("tenant"),
+                "namespace": first.get("namespace"),
+                "age_seconds": max((m.get("age_seconds") or 0) for m in members),
+                "bytes": sum(int(m.get("bytes") or 0) for m in members),
+                "evidence": {
+                    "ledgers": sorted(
+                        {int(m["ledger_id"]) for m in members if m.get("ledger_id") is not None}
+                    )
+                },
+                "expected": {"managed_ledger": ml, "topic": topic, "path": first.get("path")},
+            }
+        )
+    return items
+
+
+def build_plan(
+    findings_dir: str | Path,
+    *,
+    kinds: Iterable[str] | None = None,
+    filters: Iterable[str | Filter] = (),
+    now_ms: int | None = None,
+    planned_by: str | None = None,
+) -> dict[str, Any]:
+    """The deletion plan of an audit's output directory (a JSON-ready dict with ``plan_hash``).
+
+    Parameters
+    ----------
+    findings_dir
+        An audit's ``--out``: ``findings.parquet``, ``summary.json`` and ``inventory/``.
+    kinds
+        Finding kinds to plan (default ``orphan_ledger``, ``orphan_offload_object``); asking for a
+        kind that can never be planned is an error.
+    filters
+        Conditions every planned finding must meet (:func:`parse_filter`), all of them.
+    """
+    wanted = tuple(dict.fromkeys(kinds)) if kinds else DEFAULT_KINDS
+    for k in wanted:
+        if is_never_plannable(k):
+            raise PlanError(
+                f"kind {k}: never a deletion candidate (it may belong to another cluster or to nobody)"
+            )
+        if k not in PLANNABLE_KINDS:
+            raise PlanError(f"kind {k}: not plannable; plannable kinds: {', '.join(PLANNABLE_KINDS)}")
+    flt = [f if isinstance(f, Filter) else parse_filter(f) for f in filters]
+    audit = AuditOutput.read(findings_dir)
+    tenants = audited_tenants(audit)
+    deleted = deleted_tenants(audit.summary)
+    refuse = _Refusals([])
+
+    candidates: dict[str, list[dict[str, Any]]] = {k: [] for k in wanted}
+    for row in audit.findings:
+        kind = str(row.get("kind"))
+        if kind not in candidates:
+            continue
+        if is_never_plannable(kind):  # belt and braces: never, even if a future kind list slips
+            continue
+        if not all(f.matches(row) for f in flt):
+            continue
+        if row.get("severity") == "critical":
+            refuse.add(row, "critical finding")
+            continue
+        if row.get("action") != PLANNABLE_KINDS[kind]:
+            refuse.add(row, f"action is {row.get('action')!r}, not {PLANNABLE_KINDS[kind]!r}")
+            continue
+        tenant = _tenant_of(row)
+        if not tenant:
+            refuse.add(row, "tenant unknown: ownership by the audited cluster not proven")
+            continue
+        if tenant not in tenants and tenant not in deleted:
+            refuse.add(row, f"tenant {tenant!r} is not in the audited Pulsar store (another cluster's?)")
+            continue
+        candidates[kind].append({**row, "tenant": tenant})
+
+    items: list[dict[str, Any]] = []
+    if candidates.get("orphan_ledger"):
+        ids = {int(r["ledger_id"]) for r in candidates["orphan_ledger"] if r.get("ledger_id") is not None}
+        bk = {
+            int(r["ledger_id"]): r
+            for r in audit.inventory(
+                "bk_ledgers",
+                [
+                    "ledger_id",
+                    "path",
+                    "znode_version",
+                    "custom_metadata",
+                    "ctime_ms",
+                    "length",
+                    "state",
+                    "error",
+                ],
+            )
+            if r.get("ledger_id") is not None and int(r["ledger_id"]) in ids
+        }
+        for row in candidates["orphan_ledger"]:
+            bk_row = bk.get(int(row["ledger_id"])) if row.get("ledger_id") is not None else None
+            item = _ledger_item(row, bk_row, refuse)
+            if item is not None:
+                items.append(item)
+    if candidates.get("orphan_offload_object"):
+        keys = {str(r["object_key"]) for r in candidates["orphan_offload_object"] if r.get("object_key")}
+        objs = {
+            str(r["key"]): r
+            for r in audit.inventory("offload_objects", ["bucket", "key", "size", "etag", "role"])
+            if r.get("key") in keys
+        }
+        items.extend(_offload_items(candidates["orphan_offload_object"], objs, None, refuse))
+    loads = [r for k in LOAD_KINDS for r in candidates.get(k, [])]
+    if loads:
+        items.extend(_load_items(loads, refuse))
+
+    items.sort(key=lambda i: (ACTIONS.index(i["action"]), i["item_id"]))
+    ids_seen = [i["item_id"] for i in items]
+    if len(ids_seen) != len(set(ids_seen)):
+        raise PlanError("two plan items share an item id; the findings hold duplicates")
+    created = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    totals: dict[str, Any] = {"items": len(items), "bytes": sum(int(i.get("bytes") or 0) for i in items)}
+    for a in ACTIONS:
+        totals[a] = sum(1 for i in items if i["action"] == a)
+    plan: dict[str, Any] = {
+        "format": PLAN_FORMAT,
+        "created_ms": created,
+        "as_of_ms": int(audit.summary["as_of_ms"]),
+        "auditor": audit.summary.get("auditor"),
+        "planned_by": planned_by or _user(),
+        "findings": {"dir": str(audit.out_dir.resolve()), "sha256": audit.findings_sha256},
+        "cluster_name": audit.summary.get("cluster_name"),
+        "deleted_tenants": deleted,
+        "kinds": list(wanted),
+        "filters": [str(f) for f in flt],
+        "totals": totals,
+        "items": items,
+        "refused": sorted(refuse.rows, key=lambda r: json.dumps(r, sort_keys=True, default=str)),
+    }
+    plan["plan_hash"] = plan_hash(plan)
+    return plan
+
+
+def _user() -> str:
+    try:
+        return os.environ.get("LEDGERLENS_USER") or getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def write_plan(plan: Mapping[str, Any], path: str | Path) -> Path:
+    """Write ``plan.json`` atomically (temporary file, then rename)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(plan, indent=1, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, target)
+    return target
+
+
+def read_plan(path: str | Path) -> dict[str, Any]:
+    """A plan read back, with its hash checked against its content."""
+    p = Path(path)
+    try:
+        plan = json.loads(p.read_text())
+    except (OSError, ValueError) as e:
+        raise PlanError(f"{p}: cannot read the plan ({e})") from e
+    if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
+        raise PlanError(f"{p}: not a ledgerlens deletion plan (format {plan.get('format')!r})")
+    recorded, actual = plan.get("plan_hash"), plan_hash(plan)
+    if recorded != actual:
+        raise PlanError(
+            f"{p}: content was changed after planning (plan_hash {recorded}, content hashes to {actual})"
+        )
+    return plan
+
+
+def format_plan(plan: Mapping[str, Any]) -> str:
+    """A short human summary of a plan."""
+    from ledgerlens.figures import human_bytes
+
+    t = plan["totals"]
+    lines = [
+        f"plan {plan['plan_hash']}",
+        f"  {t['items']} items, {human_bytes(t['bytes'])}: {t['delete_ledger']} ledgers, "
+        f"{t['delete_object']} offload copies, {t['load_topic']} topics to load",
+    ]
+    if plan.get("refused"):
+        reasons: dict[str, int] = {}
+        for r in plan["refused"]:
+            reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+        lines.append(f"  {len(plan['refused'])} findings left out:")
+        lines += [f"    {n:>6}  {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    return "\n".join(lines)
