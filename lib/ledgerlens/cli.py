@@ -8,8 +8,13 @@
 ``ledgerlens approve``        approve a plan into the deletion journal
 ``ledgerlens publish``        phase 1: approved items to the deletion topic (PIP-186)
 ``ledgerlens deleter``        phase 2: re-verify and delete (dry run unless ``--execute``)
+``ledgerlens contexts``       named cluster contexts: list, show NAME, check NAME
 
-Exit codes: 0 ran; 2 usage or ledgerlens error (one line on stderr); 3 ``--fail-on`` threshold hit.
+Inputs resolve through ``ledgerlens.contexts``: built-in default < context (``--context NAME``,
+``$LEDGERLENS_CONTEXT`` or the file's ``current``) < environment (``LEDGERLENS_*``) < flags.
+
+Exit codes: 0 ran; 1 ``contexts check`` found a store that does not answer; 2 usage or ledgerlens
+error (one line on stderr); 3 ``--fail-on`` threshold hit.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from ledgerlens.errors import ConfigError, LedgerLensError
 from ledgerlens.redact import redact_exception
 
 EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
 EXIT_ERROR = 2
 EXIT_FINDINGS = 3
 
@@ -37,11 +43,19 @@ DEFAULT_NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "audit_le
 def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None:
     g = p.add_argument_group("inputs")
     g.add_argument(
+        "--context",
+        metavar="NAME",
+        default=None,
+        help="named cluster context of the contexts file ($LEDGERLENS_CONFIG or "
+        "~/.config/ledgerlens/contexts.toml); default $LEDGERLENS_CONTEXT, then the file's 'current'. "
+        "Flags and LEDGERLENS_* variables override its settings",
+    )
+    g.add_argument(
         "--zookeeper",
         required=False,
         metavar="HOST:PORT",
         help="ZooKeeper connect string of the cluster's metadata store (host:port[,host:port][/chroot])"
-        + (" (required unless --sandbox)" if zookeeper_required else ""),
+        + (" (required unless --sandbox or --context)" if zookeeper_required else ""),
     )
     g.add_argument(
         "--sandbox",
@@ -53,37 +67,39 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
     g.add_argument(
         "--s3-endpoint",
         metavar="URL",
-        default="",
+        default=None,
         help="S3 endpoint URL for the tiered-storage bucket (default: AWS)",
+    )
+    g.add_argument("--s3-region", metavar="REGION", default=None, help="S3 region of the bucket")
+    g.add_argument(
+        "--aws-profile", metavar="NAME", default=None, help="AWS profile for S3 (default: boto3's chain)"
     )
     g.add_argument(
         "--bucket",
         metavar="NAME",
-        default="",
+        default=None,
         help="tiered-storage bucket to inventory (offload rules run only with it)",
     )
     g.add_argument(
         "--min-orphan-age",
         metavar="DURATION",
-        default="24h",
+        default=None,
         help="orphan candidates must be at least this old (90s, 15m, 24h, 7d; default 24h)",
     )
     g.add_argument(
         "--retention-grace",
         metavar="DURATION",
-        default="6h",
+        default=None,
         help="consumed ledgers count as retention overdue this long after they could be trimmed (6h)",
     )
     g.add_argument(
         "--as-of", metavar="TIME", default="", help="'now' of the audit: ISO-8601 or epoch ms (default: now)"
     )
-    g.add_argument(
-        "--spark-master", metavar="URL", default="local[*]", help="Spark master (default local[*])"
-    )
+    g.add_argument("--spark-master", metavar="URL", default=None, help="Spark master (default local[*])")
     g.add_argument(
         "--ledgers-root",
         metavar="PATH",
-        default="/ledgers",
+        default=None,
         help="BookKeeper ledgers root in ZooKeeper (default /ledgers)",
     )
 
@@ -108,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on",
         choices=sorted(FAIL_ON),
         default=None,
-        help="exit 3 when a finding of this severity (or worse) exists",
+        help="exit 3 when a finding of this severity (or worse) exists (default: the context's)",
     )
     audit.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -155,22 +171,33 @@ def build_parser() -> argparse.ArgumentParser:
     from ledgerlens.deletion import commands as deletion_commands
 
     deletion_commands.add_parsers(sub)
+
+    ctx = sub.add_parser(
+        "contexts",
+        help="named cluster contexts: list, show NAME, check NAME",
+        description="Contexts name a Pulsar cluster's stores, credentials (by reference), thresholds and "
+        "Spark settings once ($LEDGERLENS_CONFIG or ~/.config/ledgerlens/contexts.toml). list: every "
+        "context; show: resolved settings with their origin, secrets redacted; check: try every store "
+        "(exit 0 only when all answer).",
+    )
+    ctx.add_argument("action", choices=["list", "show", "check"])
+    ctx.add_argument("name", nargs="?", default=None, help="context (default $LEDGERLENS_CONTEXT or current)")
+    ctx.add_argument(
+        "--timeout", type=float, default=10.0, metavar="SECONDS", help="check: time limit per store (10)"
+    )
     return parser
 
 
-def _configs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    """ZooKeeperSource, S3Source | None and AuditConfig from parsed arguments."""
-    from ledgerlens.report import audit_inputs
+def _settings(args: argparse.Namespace) -> Any:
+    """Every setting resolved from the context, the environment and these flags."""
+    from ledgerlens import contexts
 
-    return audit_inputs(
-        args.zookeeper,
-        s3_endpoint=args.s3_endpoint,
-        bucket=args.bucket,
-        min_orphan_age=args.min_orphan_age,
-        as_of=args.as_of,
-        ledgers_root=args.ledgers_root,
-        retention_grace=args.retention_grace,
-    )
+    return contexts.resolve(getattr(args, "context", None), flags=vars(args))
+
+
+def _configs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """ZooKeeperSource, S3Source | None and AuditConfig from parsed arguments (and the context)."""
+    return _settings(args).audit_inputs(args.as_of)  # type: ignore[no-any-return]
 
 
 def _local_python(master: str) -> None:
@@ -180,7 +207,7 @@ def _local_python(master: str) -> None:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-def _spark_session(master: str) -> tuple[Any, bool]:
+def _spark_session(master: str, conf: dict[str, str] | None = None) -> tuple[Any, bool]:
     """A Spark session and whether this command owns it (and must stop it)."""
     from pyspark.sql import SparkSession
 
@@ -190,7 +217,7 @@ def _spark_session(master: str) -> tuple[Any, bool]:
     active = SparkSession.getActiveSession()
     if active is not None:  # called in-process next to a live session (notebook, tests): reuse it
         return active, False
-    return get_session(master), True
+    return get_session(master, conf=conf), True
 
 
 def exit_code(summary: dict[str, Any], fail_on: str | None) -> int:
@@ -226,33 +253,45 @@ def format_summary(summary: dict[str, Any], out_dir: Path, findings_path: Path |
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    zk, s3, audit = _configs(args)
+    settings = _settings(args)
+    zk, s3, audit = settings.audit_inputs(args.as_of)
     from ledgerlens import pipeline
 
     out = Path(args.out)
-    spark, owned = _spark_session(args.spark_master)
+    master, conf = settings["spark.master"], settings["spark.conf"]
+    spark, owned = _spark_session(master, conf)
     try:
-        run = pipeline.run(spark, zk, s3, audit, out, progress=not args.no_progress)
+        run = pipeline.run(
+            spark, zk, s3, audit, out, progress=not args.no_progress, context=settings.public()
+        )
     finally:
         if owned:
             spark.stop()
+    if settings.context:
+        print(f"context: {settings.context}")
     print(format_summary(run.summary, Path(run.out_dir), Path(run.findings_path)))
-    return exit_code(run.summary, args.fail_on)
+    return exit_code(run.summary, settings["audit.fail-on"] or None)
 
 
 def notebook_parameters(args: argparse.Namespace) -> dict[str, Any]:
-    """Parameters of the audit runbook from the ``report`` arguments (no credentials, ever)."""
-    _configs(args)  # validate early, with the same messages as ``audit``
+    """Parameters of the audit runbook from the ``report`` arguments (no credentials, ever).
+
+    The runbook resolves its inputs the same way (``context`` < environment < parameters): it gets
+    the context's name and only the flags given here; empty parameters mean "not given".
+    """
+    settings = _settings(args)
+    settings.audit_inputs(args.as_of)  # validate early, with the same messages as ``audit``
     return {
-        "zookeeper": args.zookeeper,
-        "s3_endpoint": args.s3_endpoint,
-        "bucket": args.bucket,
+        "context": settings.context or "",
+        "zookeeper": args.zookeeper or "",
+        "s3_endpoint": args.s3_endpoint or "",
+        "bucket": args.bucket or "",
         "out_dir": str(Path(args.out).resolve()),
-        "min_orphan_age": args.min_orphan_age,
-        "retention_grace": args.retention_grace,
+        "min_orphan_age": args.min_orphan_age or "",
+        "retention_grace": args.retention_grace or "",
         "as_of": args.as_of,
-        "spark_master": args.spark_master,
-        "ledgers_root": args.ledgers_root,
+        "spark_master": args.spark_master or "",
+        "ledgers_root": args.ledgers_root or "",
         "interactive": False,
     }
 
@@ -261,7 +300,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ledgerlens import report
 
     params = notebook_parameters(args)
-    _local_python(args.spark_master)  # inherited by the notebook's kernel
+    _local_python(_settings(args)["spark.master"])  # inherited by the notebook's kernel
     notebook = Path(args.notebook) if args.notebook else DEFAULT_NOTEBOOK
     if not notebook.is_file():
         raise ConfigError(f"runbook {notebook} not found: pass --notebook PATH")
@@ -297,6 +336,28 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_contexts(args: argparse.Namespace) -> int:
+    """``contexts list|show NAME|check NAME``."""
+    from ledgerlens import contexts
+
+    if args.action == "list":
+        print(contexts.format_list(contexts.load()))
+        return EXIT_OK
+    settings = contexts.resolve(args.name)
+    if not settings.context:
+        raise ConfigError(f"no context named and no current context in {contexts.config_path()}")
+    if args.action == "show":
+        print(contexts.format_show(settings))
+        return EXIT_OK
+    from ledgerlens.probe import check_context
+
+    results = check_context(settings, timeout_s=args.timeout)
+    print(f"context {settings.context}:")
+    for line in results.lines():
+        print(line)
+    return EXIT_OK if results.ok else EXIT_CHECK_FAILED
+
+
 def cmd_pulsar_sandbox(args: argparse.Namespace) -> int:
     """Forward to ``python -m ledgerlens.sandbox.pulsar`` (its ``main``)."""
     from ledgerlens.sandbox import pulsar
@@ -328,8 +389,6 @@ def apply_sandbox(args: argparse.Namespace) -> None:
         for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             os.environ.setdefault(k, SANDBOX_AWS_DUMMY)
         os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    if hasattr(args, "zookeeper") and not args.zookeeper:
-        raise ConfigError("--zookeeper HOST:PORT is required (or --sandbox DIR)")
 
 
 COMMANDS = {
@@ -337,6 +396,7 @@ COMMANDS = {
     "report": cmd_report,
     "sandbox": cmd_pulsar_sandbox,
     "sandbox-local": cmd_sandbox,
+    "contexts": cmd_contexts,
 }
 
 

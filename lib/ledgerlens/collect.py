@@ -142,7 +142,7 @@ def _zk_task(
         if not items:
             return
         stats = z.ScanStats()
-        client = z.connect(zk.hosts, timeout_s=zk.timeout_s)
+        client = z.connect(zk.hosts, timeout_s=zk.timeout_s, auth=zk.auth)
         try:
             reader = z.PipelinedReader(
                 client, max_in_flight=zk.max_in_flight, rate_limit=rate, stats=stats, multi_read=_multi(zk)
@@ -311,7 +311,7 @@ def collect_inventory(
     from ledgerlens.sources import zookeeper as z
 
     inv = Inventory(out_dir=out_dir)
-    client = z.connect(zk.hosts, timeout_s=zk.timeout_s)
+    client = z.connect(zk.hosts, timeout_s=zk.timeout_s, auth=zk.auth)
     try:
         if s3 is not None:
             s3src.check_bucket(s3src.make_client(s3), s3)

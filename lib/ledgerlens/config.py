@@ -1,16 +1,102 @@
 """Settings for sources and the audit.
 
-Connection settings name servers only; credentials never live here. S3 credentials come from
-boto3's standard chain (environment, profile, instance role), Pulsar auth from the environment.
+Connection settings name servers only; credentials never live here, only references to them
+(:class:`SecretRef`: an environment variable's name or a file path), read where a connection is
+made. S3 credentials come from boto3's standard chain (environment, profile, instance role).
+Contexts (``ledgerlens.contexts``) resolve these settings from a file, the environment and flags.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ledgerlens.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """Where a credential is: an environment variable's name or a file's path, never the value."""
+
+    env: str | None = None
+    file: str | None = None
+
+    def describe(self) -> str:
+        """``env NAME`` or ``file PATH`` (safe to print)."""
+        return f"env {self.env}" if self.env else f"file {self.file}"
+
+    def read(self) -> str:
+        """The credential (stripped), or :class:`ConfigError` naming the reference (never a value)."""
+        if self.env:
+            value = os.environ.get(self.env, "")
+            if not value.strip():
+                raise ConfigError(f"credential reference env {self.env}: the variable is not set or empty")
+            return value.strip()
+        if not self.file:
+            raise ConfigError("credential reference names neither an environment variable nor a file")
+        try:
+            text = Path(self.file).expanduser().read_text(encoding="utf-8").strip()
+        except OSError as e:
+            raise ConfigError(f"credential reference file {self.file}: cannot read it ({e.strerror})") from e
+        if not text:
+            raise ConfigError(f"credential reference file {self.file}: the file is empty")
+        return text
+
+
+@dataclass(frozen=True)
+class ZooKeeperAuth:
+    """ZooKeeper authentication by reference: a digest (``user:password``) or a SASL JAAS file.
+
+    Applied to every kazoo session (``ledgerlens.sources.zookeeper.connect``), on the driver and on
+    executors alike: executors need the same environment variable or file.
+    """
+
+    digest: SecretRef | None = None
+    sasl_jaas_file: str | None = None
+
+    def kazoo_options(self) -> dict[str, object]:
+        """Keyword arguments of ``KazooClient`` (``auth_data`` / ``sasl_options``) for this auth."""
+        out: dict[str, object] = {}
+        if self.digest is not None:
+            credential = self.digest.read()
+            if ":" not in credential:
+                raise ConfigError(f"zookeeper digest from {self.digest.describe()}: expected user:password")
+            out["auth_data"] = [("digest", credential)]
+        if self.sasl_jaas_file:
+            out["sasl_options"] = jaas_sasl_options(self.sasl_jaas_file)
+        return out
+
+
+_JAAS_SECTION = re.compile(r"(?s)\bClient\s*\{(.*?)\}\s*;")
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def jaas_sasl_options(path: str) -> dict[str, object]:
+    """kazoo ``sasl_options`` from the ``Client`` section of a ZooKeeper JAAS file.
+
+    ``DigestLoginModule`` (username/password) gives SASL DIGEST-MD5; ``Krb5LoginModule`` gives
+    GSSAPI (the Kerberos ticket comes from the environment). Errors name the file, never a value.
+    """
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"zookeeper JAAS file {path}: cannot read it ({e.strerror})") from e
+    m = _JAAS_SECTION.search(text)
+    if not m:
+        raise ConfigError(f"zookeeper JAAS file {path}: no 'Client {{ ... }};' section")
+    body = m.group(1)
+    options = dict(_JAAS_OPTION.findall(body))
+    if "DigestLoginModule" in body:
+        if not options.get("username") or "password" not in options:
+            raise ConfigError(f"zookeeper JAAS file {path}: DigestLoginModule needs username and password")
+        return {"mechanism": "DIGEST-MD5", "username": options["username"], "password": options["password"]}
+    if "Krb5LoginModule" in body:
+        principal = options.get("principal", "")
+        return {"mechanism": "GSSAPI", "principal": principal} if principal else {"mechanism": "GSSAPI"}
+    raise ConfigError(f"zookeeper JAAS file {path}: neither DigestLoginModule nor Krb5LoginModule")
 
 
 @dataclass(frozen=True)
@@ -26,6 +112,7 @@ class ZooKeeperSource:
     max_in_flight: int = 200  # outstanding asynchronous reads per task
     timeout_s: float = 30.0
     tasks: int | None = None  # Spark tasks for the scan; None: 4 x default parallelism
+    auth: ZooKeeperAuth | None = None  # credentials by reference; None: anonymous
 
 
 @dataclass(frozen=True)
@@ -36,6 +123,7 @@ class S3Source:
     endpoint_url: str | None = None
     region: str | None = None
     max_in_flight: int = 16
+    profile: str | None = None  # AWS profile name (~/.aws/config); None: boto3's default chain
 
 
 @dataclass(frozen=True)

@@ -100,8 +100,13 @@ def run(
     out_dir: str | Path,
     *,
     progress: bool = True,
+    context: dict[str, Any] | None = None,
 ) -> AuditRun:
-    """Collect, audit, re-verify and write ``findings.parquet`` and ``summary.json`` under ``out_dir``."""
+    """Collect, audit, re-verify and write ``findings.parquet`` and ``summary.json`` under ``out_dir``.
+
+    ``context`` (``ledgerlens.contexts.Settings.public()``: the context's name and the resolved
+    settings, secrets redacted) is recorded in the summary as ``context``.
+    """
     from pyspark.sql import functions as F
 
     from ledgerlens.audit import order_findings, run_audit, summarize
@@ -155,6 +160,8 @@ def run(
         "dropped_on_reverify": dict(sorted(verdicts.dropped.items())),
         "timings": {k: round(v, 3) for k, v in timings.items()},
     }
+    if context is not None:
+        summary["context"] = context
     summary = redact_obj(summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return AuditRun(out, findings_path, summary, dict(inventory.tables))

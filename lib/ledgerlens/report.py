@@ -24,8 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource, parse_duration, parse_time_ms
-from ledgerlens.errors import ConfigError, LedgerLensError
+from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens.errors import LedgerLensError
 from ledgerlens.figures import SEVERITY_COLORS, SEVERITY_ORDER, human_bytes
 from ledgerlens.redact import leaked_names, redact, redact_html, redact_notebook
 from ledgerlens.redact import secret_values as secret_values
@@ -145,7 +145,30 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
     timings = summary.get("timings") or {}
     if timings:
         lines += ["", "Timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())]
+    lines += context_markdown(summary.get("context"))
     return "\n".join(lines)
+
+
+def context_markdown(context: Mapping[str, Any] | None) -> list[str]:
+    """Lines of markdown: the context's name and every resolved setting with its origin.
+
+    ``context`` is ``summary["context"]`` (``ledgerlens.contexts.Settings.public()``, redacted).
+    """
+    if not context:
+        return []
+    name = context.get("name") or "(none: defaults, environment and parameters)"
+    lines = ["", f"Context: **{name}**" + (f" from `{context['file']}`" if context.get("file") else "")]
+    settings = context.get("settings") or {}
+    if settings:
+        lines += ["", "| setting | value | origin |", "|---|---|---|"]
+        for key, v in settings.items():
+            value = str(v.get("value", "")).replace("|", "\\|")
+            lines.append(
+                f"| `{key}` | `{value}` | {v.get('origin', '')} |"
+                if value
+                else f"| `{key}` | | {v.get('origin', '')} |"
+            )
+    return lines
 
 
 def error_html(error: BaseException) -> str:
@@ -160,32 +183,37 @@ def error_html(error: BaseException) -> str:
 
 
 def audit_inputs(
-    zookeeper: str,
+    zookeeper: str = "",
     *,
+    context: str = "",
     s3_endpoint: str = "",
     bucket: str = "",
-    min_orphan_age: str = "24h",
+    min_orphan_age: str = "",
     as_of: str = "",
-    ledgers_root: str = "/ledgers",
-    retention_grace: str = "6h",
+    ledgers_root: str = "",
+    retention_grace: str = "",
 ) -> tuple[ZooKeeperSource, S3Source | None, AuditConfig]:
     """Sources and audit settings from the runbook parameters / CLI options (strings, as typed).
 
-    Empty ``bucket``: no S3 inventory (offload rules do not run). Empty ``as_of``: now.
+    Resolved by ``ledgerlens.contexts.resolve``: an empty parameter is "not given" and falls back
+    to the environment, then the ``context``, then the built-in default. No bucket: no S3
+    inventory (offload rules do not run). Empty ``as_of``: now.
     """
-    if s3_endpoint and not bucket:
-        raise ConfigError("s3 endpoint given without a bucket: name the tiered-storage bucket to audit")
-    if not zookeeper:
-        raise ConfigError("no ZooKeeper connect string given (host:port[,host:port][/chroot])")
-    zk = ZooKeeperSource(hosts=zookeeper, ledgers_root=ledgers_root or "/ledgers")
-    s3 = S3Source(bucket=bucket, endpoint_url=s3_endpoint or None) if bucket else None
-    kwargs: dict[str, Any] = {
-        "min_orphan_age_s": parse_duration(min_orphan_age),
-        "retention_grace_s": parse_duration(retention_grace),
-    }
-    if as_of:
-        kwargs["as_of_ms"] = parse_time_ms(as_of)
-    return zk, s3, AuditConfig(**kwargs)
+    from ledgerlens import contexts
+
+    settings = contexts.resolve(
+        context or None,
+        flags={
+            "zookeeper": zookeeper,
+            "s3_endpoint": s3_endpoint,
+            "bucket": bucket,
+            "min_orphan_age": min_orphan_age,
+            "ledgers_root": ledgers_root,
+            "retention_grace": retention_grace,
+        },
+        flag_layer="parameter",
+    )
+    return settings.audit_inputs(as_of)
 
 
 def live_kernel() -> bool:

@@ -54,7 +54,7 @@ class _Reads:
         self.zk = zk
 
     def __enter__(self) -> _Reads:
-        self.client = connect(self.zk.hosts, timeout_s=self.zk.timeout_s)
+        self.client = connect(self.zk.hosts, timeout_s=self.zk.timeout_s, auth=self.zk.auth)
         self.reader = PipelinedReader(
             self.client, max_in_flight=self.zk.max_in_flight, rate_limit=self.zk.rate_limit
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
@@ -17,11 +18,13 @@ def configure(
     master: str | None = None,
     app_name: str = "ledgerlens",
     shuffle_partitions: int | None = None,
+    conf: Mapping[str, str] | None = None,
 ) -> SparkSession.Builder:
     """Apply ledgerlens' settings to ``builder``.
 
     ``master`` defaults to ``$LEDGERLENS_SPARK_MASTER`` or ``local[*]``. The UI is off and
-    shuffle partitions are few on local masters (small machines, many small jobs).
+    shuffle partitions are few on local masters (small machines, many small jobs). ``conf``
+    (a context's ``spark.conf``) is applied last.
     """
     master = master or os.environ.get("LEDGERLENS_SPARK_MASTER") or "local[*]"
     local = master.startswith("local")
@@ -40,6 +43,8 @@ def configure(
         b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions or 8))
     elif shuffle_partitions:
         b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    for key, value in (conf or {}).items():
+        b = b.config(key, value)
     return b
 
 

@@ -30,6 +30,7 @@ class FakePipeline:
     summary: dict[str, Any]
     error: Exception | None = None
     calls: list[tuple[Any, ...]] = field(default_factory=list)
+    contexts: list[dict[str, Any] | None] = field(default_factory=list)
 
     def run(
         self,
@@ -40,8 +41,10 @@ class FakePipeline:
         out_dir: Any,
         *,
         progress: bool = True,
+        context: dict[str, Any] | None = None,
     ) -> FakeRun:
         self.calls.append((spark, zk, s3, audit, Path(out_dir), progress))
+        self.contexts.append(context)
         if self.error:
             raise self.error
         return FakeRun(Path(out_dir), Path(out_dir) / "findings.parquet", self.summary)
@@ -79,7 +82,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
 
     monkeypatch.setattr(ledgerlens, "pipeline", module, raising=False)
 
-    def session(master: str) -> tuple[FakeSpark, bool]:
+    def session(master: str, conf: dict[str, str] | None = None) -> tuple[FakeSpark, bool]:
         state.masters.append(master)
         return state.spark, True
 
@@ -262,16 +265,17 @@ def test_report_parameters_and_calls(
     assert code == 0
     notebook, output, params, kernel = calls["execute"]
     assert notebook == nb and output == out / "audit_ledgers.ipynb" and kernel == "python3"
-    assert params == {
+    assert params == {  # only what was given: the runbook resolves the rest like the CLI does
+        "context": "",
         "zookeeper": "127.0.0.1:2181/c1",
         "s3_endpoint": "",
         "bucket": "b",
         "out_dir": str(out.resolve()),
-        "min_orphan_age": "24h",
-        "retention_grace": "6h",
+        "min_orphan_age": "",
+        "retention_grace": "",
         "as_of": "1700000000000",
-        "spark_master": "local[*]",
-        "ledgers_root": "/ledgers",
+        "spark_master": "",
+        "ledgers_root": "",
         "interactive": False,
     }
     assert calls["html"] == (out / "audit_ledgers.ipynb", out / "report.html", True)

@@ -71,7 +71,8 @@ class ListStats:
 
 def make_client(source: S3Source) -> Any:
     """A boto3 S3 client for ``source`` (credentials from boto3's standard chain)."""
-    return boto3.client(
+    session = boto3.Session(profile_name=source.profile) if source.profile else boto3
+    return session.client(
         "s3",
         endpoint_url=source.endpoint_url,
         region_name=source.region,

@@ -23,12 +23,14 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import (
     ConnectionClosedError,
     ConnectionLoss,
+    NoAuthError,
     NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
 )
 from kazoo.protocol.states import ZnodeStat
 
+from ledgerlens.config import ZooKeeperAuth
 from ledgerlens.errors import DecodeError, SourceError
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.managed_ledger import decode_cursor, decode_managed_ledger
@@ -55,11 +57,21 @@ _RETRIES = 5
 _LEAF = re.compile(r"L\d+")
 
 
-def connect(hosts: str, *, timeout_s: float = 30.0) -> KazooClient:
-    """A started read-only kazoo client, or :class:`SourceError` naming the server."""
-    client = KazooClient(hosts=hosts, timeout=timeout_s, read_only=True)
+def connect(hosts: str, *, timeout_s: float = 30.0, auth: ZooKeeperAuth | None = None) -> KazooClient:
+    """A started read-only kazoo client, or :class:`SourceError` naming the server.
+
+    ``auth`` (credentials by reference) is applied to the session: digest ``auth_data`` or SASL.
+    """
+    options = auth.kazoo_options() if auth is not None else {}
+    client = KazooClient(hosts=hosts, timeout=timeout_s, read_only=True, **options)  # type: ignore[arg-type]
     try:
         client.start(timeout=timeout_s)
+    except NoAuthError as e:  # kazoo checks the chroot on start
+        client.stop()
+        client.close()
+        raise SourceError(
+            f"zookeeper {hosts}", "not authorized (NoAuthError): check the ZooKeeper credentials (auth)"
+        ) from e
     except Exception as e:  # KazooTimeoutError, socket errors, bad host strings
         client.close()
         raise SourceError(f"zookeeper {hosts}", f"cannot connect: {type(e).__name__}: {e}") from e
