@@ -48,6 +48,7 @@ from ledgerlens.config import (
     parse_time_ms,
 )
 from ledgerlens.errors import ConfigError
+from ledgerlens.redact import redact, register_secret
 
 __all__ = [
     "CONFIG_ENV",
@@ -716,19 +717,6 @@ class Settings:
         return out
 
 
-def redact(text: str) -> str:
-    """The project's one redaction function (``ledgerlens.redact``), URL userinfo at least."""
-    try:
-        from ledgerlens.redact import redact as project_redact  # type: ignore[import-not-found]
-    except ImportError:  # until it lands: URL userinfo and secret-looking environment values
-        from ledgerlens.report import secret_values
-
-        for v in secret_values().values():
-            text = text.replace(v, "***")
-        return re.sub(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@'\"<>]+@", r"\1***@", text)
-    return str(project_redact(text))
-
-
 def _reference_state(key: str, value: str) -> str:
     if key.endswith("-env"):
         return "set" if os.environ.get(value, "").strip() else "NOT SET"
@@ -795,7 +783,12 @@ def resolve(
                 value = _check_value(s, list(raw) if isinstance(raw, tuple) else raw, label)
             v = Value(value, flag_layer, f"{flag_layer} {s.flag_name if flag_layer == 'flag' else s.flag}")
         values[s.key] = v
-    return Settings(name, contexts_file.path if contexts_file else None, values, contexts_file)
+    settings = Settings(name, contexts_file.path if contexts_file else None, values, contexts_file)
+    for credential in settings.secrets().values():  # redacted from every output of this process
+        register_secret(credential)
+        if ":" in credential:
+            register_secret(credential.split(":", 1)[1])  # a digest's password on its own
+    return settings
 
 
 # --- what ``ledgerlens contexts list|show`` prints -------------------------------------------------

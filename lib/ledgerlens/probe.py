@@ -56,7 +56,7 @@ class CheckResult:
         return all(p.ok for p in self.probes)
 
     def lines(self) -> list[str]:
-        from ledgerlens.contexts import redact
+        from ledgerlens.redact import redact
 
         width = max((len(p.store) for p in self.probes), default=0)
         return [redact(p.line(width)) for p in self.probes]

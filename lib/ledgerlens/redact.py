@@ -106,6 +106,20 @@ def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
     }
 
 
+_REGISTERED: set[str] = set()
+
+
+def register_secret(value: str) -> None:
+    """Redact ``value`` too, wherever it appears in this process's outputs.
+
+    For credentials read through a reference whose name does not look secret (a context's
+    ZooKeeper digest variable, token file, JAAS password: ``ledgerlens.contexts``).
+    """
+    value = value.strip()
+    if len(value) >= MIN_SECRET_LEN:
+        _REGISTERED.add(value)
+
+
 def leaked_names(text: str, env: Mapping[str, str] | None = None) -> list[str]:
     """Names (never values) of the secret environment variables whose value appears in ``text``."""
     return sorted(k for k, v in secret_values(env).items() if v in text)
@@ -119,7 +133,7 @@ def redact(text: str, env: Mapping[str, str] | None = None, *, code: bool = Fals
     """
     if not text:
         return text
-    for value in sorted(set(secret_values(env).values()), key=len, reverse=True):
+    for value in sorted(set(secret_values(env).values()) | _REGISTERED, key=len, reverse=True):
         text = text.replace(value, MASK)
     for pattern, replacement in _CODE_SAFE if code else _COMPILED:
         text = pattern.sub(replacement, text)

@@ -26,7 +26,6 @@ from ledgerlens.schemas import FINDING_KEYS
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 NOW_MS = default_now_ms()
-DIGEST_ENV = "LL_TEST_ZK_DIGEST"
 DIGEST = "auditor:zk-digest-s3cr3t"
 
 
@@ -190,6 +189,8 @@ def test_zookeeper_digest_is_applied_to_every_session(
     anonymous.stop()
     anonymous.close()
 
+    # A file, not a variable: Spark's executors started before this test, with their own environment.
+    digest_file = _write(tmp_path / "zk-digest", DIGEST + "\n")
     config = _write(
         tmp_path / "contexts.toml",
         f"""
@@ -197,14 +198,13 @@ def test_zookeeper_digest_is_applied_to_every_session(
 zookeeper = "{digest_cluster}"
 
 [contexts.locked.auth]
-zookeeper-digest-env = "{DIGEST_ENV}"
+zookeeper-digest-file = "{digest_file}"
 
 [contexts.nokey.metadata]
 zookeeper = "{digest_cluster}"
 """,
     )
     monkeypatch.setenv(contexts.CONFIG_ENV, str(config))
-    monkeypatch.setenv(DIGEST_ENV, DIGEST)
 
     assert cli.main(["contexts", "check", "nokey"]) == cli.EXIT_CHECK_FAILED
     out = capsys.readouterr().out
@@ -220,7 +220,9 @@ zookeeper = "{digest_cluster}"
     assert summary["inventory_counts"]["bk_ledgers"] > 0 and summary["inventory_counts"]["ml_ledgers"] > 0
     text = (out_dir / "summary.json").read_text() + capsys.readouterr().out
     assert "zk-digest-s3cr3t" not in text
-    assert summary["context"]["settings"]["auth.zookeeper-digest-env"]["value"] == f"{DIGEST_ENV} (set)"
+    assert (
+        summary["context"]["settings"]["auth.zookeeper-digest-file"]["value"] == f"{digest_file} (readable)"
+    )
 
 
 def test_check_healthy_context(

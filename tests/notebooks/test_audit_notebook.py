@@ -56,7 +56,8 @@ def test_runbook_parameters_are_documented() -> None:
     for name in PARAMETERS:
         assert name in params, name
         assert params[name]["help"], f"{name} has no help comment"
-    assert params["zookeeper"]["default"] == '"127.0.0.1:2181"'
+    assert params["zookeeper"]["default"] == '""'  # empty: from the context (ledgerlens.contexts)
+    assert params["context"]["default"] == '""' and params["context"]["help"]
     assert params["interactive"]["inferred_type_name"] == "bool"
     # never a credential as a parameter
     assert not [p for p in params if any(w in p.lower() for w in ("secret", "token", "password", "key"))]
@@ -258,8 +259,13 @@ def test_runbook_report_matches_cli_audit(planted_cluster: dict[str, str], tmp_p
     recorded = report.read_recorded(executed, "summary")
     assert recorded["as_of_ms"] == NOW_MS
     assert recorded["total_findings"] > 0 and recorded["counts_by_severity"]["critical"] > 0
-    timing_free = {k: v for k, v in recorded.items() if k != "timings"}
-    assert timing_free == {k: v for k, v in cli_summary.items() if k != "timings"}
+    timing_free = {k: v for k, v in recorded.items() if k not in ("timings", "context")}
+    assert timing_free == {k: v for k, v in cli_summary.items() if k not in ("timings", "context")}
+    # the same resolved settings; only their origin differs (CLI flags, runbook parameters)
+    values = {k: v["value"] for k, v in recorded["context"]["settings"].items()}
+    assert values == {k: v["value"] for k, v in cli_summary["context"]["settings"].items()}
+    assert recorded["context"]["settings"]["metadata.zookeeper"]["origin"] == "parameter zookeeper"
+    assert cli_summary["context"]["settings"]["metadata.zookeeper"]["origin"] == "flag --zookeeper"
     # the notebook's run wrote the same summary file as the CLI's
     assert (
         json.loads((report_dir / "summary.json").read_text())["counts_by_kind"]

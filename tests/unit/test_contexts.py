@@ -397,3 +397,18 @@ def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(cli, "_spark_session", session)
     del pipeline
     return state
+
+
+def test_credentials_read_through_references_are_redacted_everywhere(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A credential whose variable's name looks harmless is still redacted once a context names it."""
+    from ledgerlens.redact import redact
+
+    monkeypatch.setenv("EAST_ZK_DIGEST", "auditor:harmless-looking-pw")
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text('Client { x.DigestLoginModule required username="bob" password="jaas-pw-123"; };')
+    monkeypatch.setenv("LEDGERLENS_ZK_JAAS_FILE", str(jaas))
+    contexts.resolve("prod-east", env={**os.environ})
+    line = "connected as auditor:harmless-looking-pw, then harmless-looking-pw alone, jaas-pw-123"
+    assert redact(line) == "connected as ***, then *** alone, ***"
