@@ -135,6 +135,30 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         "BookKeeper metadata store where separate",
     ),
+    _s(
+        "metadata.pulsar",
+        "list",
+        "LEDGERLENS_PULSAR_METADATA",
+        "pulsar_metadata",
+        [],
+        "every Pulsar metadata store sharing the BookKeeper cluster (KIND:LOCATION)",
+    ),
+    _s(
+        "metadata.zk-data-dir",
+        "str",
+        "LEDGERLENS_ZK_DATA_DIR",
+        "zk_data_dir",
+        "",
+        "ZooKeeper data directory (snapshots, logs) of --source zk-snapshot",
+    ),
+    _s(
+        "metadata.zk-until",
+        "str",
+        "LEDGERLENS_ZK_UNTIL",
+        "zk_until",
+        "",
+        "zk-snapshot: state at this zxid/time",
+    ),
     _s("metadata.rate-limit", "float", "LEDGERLENS_ZK_RATE_LIMIT", None, 20_000.0, "reads/s over the scan"),
     _s("metadata.timeout", "float", "LEDGERLENS_ZK_TIMEOUT", None, 30.0, "ZooKeeper session timeout (s)"),
     # -- tiered storage
@@ -271,6 +295,14 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         0,
         "broker defaultRetentionSizeInMB",
+    ),
+    _s(
+        "audit.deleted-tenants",
+        "list",
+        "LEDGERLENS_DELETED_TENANTS",
+        "deleted_tenant",
+        [],
+        "tenants known to be deleted from this cluster",
     ),
     _s(
         "audit.fail-on",
@@ -430,8 +462,8 @@ def _parse_text(setting: Setting, text: str, where: str) -> Any:
         if low not in ("1", "0", "true", "false", "yes", "no"):
             raise ConfigError(f"{where}: {setting.key} must be true or false, not {text!r}")
         return low in ("1", "true", "yes")
-    if kind == "list":
-        return [p.strip() for p in text.split(",") if p.strip()]
+    if kind == "list":  # whitespace-separated: ZooKeeper connect strings hold commas
+        return text.split()
     if kind == "table":
         out: dict[str, str] = {}
         for item in (p for p in text.split(",") if p.strip()):
@@ -673,7 +705,7 @@ class Settings:
         if isinstance(value, dict):
             text = ", ".join(f"{k}={v}" for k, v in value.items())
         elif isinstance(value, list):
-            text = ", ".join(value)
+            text = " ".join(value)
         else:
             text = str(value).lower() if isinstance(value, bool) else str(value)
         if setting.secret and value:

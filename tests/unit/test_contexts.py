@@ -412,3 +412,18 @@ def test_credentials_read_through_references_are_redacted_everywhere(
     contexts.resolve("prod-east", env={**os.environ})
     line = "connected as auditor:harmless-looking-pw, then harmless-looking-pw alone, jaas-pw-123"
     assert redact(line) == "connected as ***, then *** alone, ***"
+
+
+def test_repeatable_settings_layer_as_lists(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[contexts.c.metadata]\npulsar = ["zk:a:2181,b:2181/p1", "zk:c:2181/p2"]\n')
+    env = {contexts.CONFIG_ENV: str(path)}
+    assert contexts.resolve("c", env=env)["metadata.pulsar"] == ["zk:a:2181,b:2181/p1", "zk:c:2181/p2"]
+    envd = contexts.resolve("c", env={**env, "LEDGERLENS_PULSAR_METADATA": "zk:e:1,f:1/x  zk:g:1"})
+    assert envd["metadata.pulsar"] == ["zk:e:1,f:1/x", "zk:g:1"]
+    flagged = contexts.resolve("c", env=env, flags={"pulsar_metadata": ["zk:h:1"], "deleted_tenant": []})
+    assert (
+        flagged["metadata.pulsar"] == ["zk:h:1"]
+        and flagged.origin("metadata.pulsar") == "flag --pulsar-metadata"
+    )
+    assert flagged["audit.deleted-tenants"] == [] and flagged.layer("audit.deleted-tenants") == "default"
