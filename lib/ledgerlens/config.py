@@ -67,6 +67,13 @@ class ZooKeeperAuth:
             out["auth_data"] = [("digest", credential)]
         if self.sasl_jaas_file:
             out["sasl_options"] = jaas_sasl_options(self.sasl_jaas_file)
+            import importlib.util
+
+            if importlib.util.find_spec("puresasl") is None:  # kazoo's SASL client
+                raise ConfigError(
+                    f"zookeeper SASL (JAAS file {self.sasl_jaas_file}) needs the pure-sasl package "
+                    "(pip install pure-sasl==0.6.2)"
+                )
         return out
 
 

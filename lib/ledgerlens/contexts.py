@@ -44,6 +44,7 @@ from ledgerlens.config import (
     SecretRef,
     ZooKeeperAuth,
     ZooKeeperSource,
+    jaas_sasl_options,
     parse_duration,
     parse_time_ms,
 )
@@ -739,11 +740,9 @@ class Settings:
                     out[f"file {self[key]}"] = text
         if self["auth.zookeeper-sasl-jaas-file"]:
             try:
-                options = ZooKeeperAuth(sasl_jaas_file=self["auth.zookeeper-sasl-jaas-file"]).kazoo_options()
+                password = jaas_sasl_options(self["auth.zookeeper-sasl-jaas-file"]).get("password")
             except ConfigError:
-                options = {}
-            sasl = options.get("sasl_options")
-            password = sasl.get("password") if isinstance(sasl, dict) else None
+                password = None
             if password:
                 out[f"file {self['auth.zookeeper-sasl-jaas-file']}"] = str(password)
         return out
