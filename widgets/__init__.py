@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ledgerlens_widgets.deletion_approval import ApprovalWidget
 from ledgerlens_widgets.findings_explorer import FindingsExplorer
 
-__all__ = ["FindingsExplorer"]
+__all__ = ["ApprovalWidget", "FindingsExplorer"]

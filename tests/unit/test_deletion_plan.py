@@ -281,3 +281,40 @@ def test_cli_plan_and_approve(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert cli.main([*base, "--plan-hash", plan["plan_hash"], "--items", "ledger:11"]) == 0
     assert "approved 1 items" in capsys.readouterr().out
     assert Journal(journal).verify() == 1
+
+
+def test_approval_widget_headless(tmp_path: Path) -> None:
+    import time
+
+    from ledgerlens_widgets import ApprovalWidget
+
+    audit_dir = write_audit(
+        tmp_path / "audit", standard_findings(), as_of_ms=int(time.time() * 1000) - 60_000
+    )
+    plan = build_plan(audit_dir, kinds=["orphan_ledger", "orphan_offload_object", "retention_overdue"])
+    j = tmp_path / "journal.jsonl"
+    wdg = ApprovalWidget(plan, j, approver="carol", reason="INC-42")
+    assert len(wdg.shown()) == 4 and wdg.value == []
+    wdg.kinds.value = ("orphan_ledger",)
+    assert [i["item_id"] for i in wdg.shown()] == ["ledger:11", "ledger:12"]
+    wdg.min_age_days.value = 1.0
+    wdg.select_shown()
+    assert (
+        wdg.value == ["ledger:11"] and "1011 B" in wdg.totals.value and plan["plan_hash"] in wdg.totals.value
+    )
+    wdg.kinds.value = ()
+    wdg.min_age_days.value = 0.0
+    wdg.tenant.value = "ll-app/orders"
+    assert wdg.value == ["ledger:11"]  # the selection survives a filter change that still shows it
+    wdg.min_bytes.value = 2000
+    assert wdg.value == [] and [i["action"] for i in wdg.shown()] == ["delete_object"]
+    wdg.min_bytes.value = 0
+    wdg.select_shown()
+    # refusals are shown, not raised; nothing reaches the journal
+    wdg.hash_confirm.value = "not the hash"
+    assert wdg.approve() is None and "plan hash mismatch" in (wdg.error or "")
+    assert "Refused" in wdg.result.value and not j.exists()
+    wdg.hash_confirm.value = plan["plan_hash"]
+    wdg.approve_button.click()
+    assert wdg.approval is not None and wdg.error is None, wdg.error
+    assert len(wdg.approval["items"]) == 4 and Journal(j).verify() == 1

@@ -1,4 +1,5 @@
-"""The deletion commands of the ``ledgerlens`` CLI: ``plan`` and ``approve``.
+"""The deletion commands of the ``ledgerlens`` CLI: ``plan``, ``approve``, ``publish`` (``deleter`` lands
+with the shared-store ownership rule).
 
 ``ledgerlens.cli`` adds these parsers and dispatches to the ``cmd_*`` functions here.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,8 @@ def _sandbox_state(path: str | None) -> dict[str, Any]:
 
 
 def add_parsers(sub: Any) -> None:
-    """Add ``plan`` and ``approve`` to the CLI's subparsers."""
+    """Add ``plan``, ``approve`` and ``publish`` to the CLI's subparsers."""
+    from ledgerlens.deletion.messages import DELETION_TOPIC
     from ledgerlens.deletion.plan import DEFAULT_KINDS, PLANNABLE_KINDS
 
     p = sub.add_parser(
@@ -78,6 +81,25 @@ def add_parsers(sub: Any) -> None:
         help="refuse when the approver ran the audit or made the plan",
     )
 
+    pub = sub.add_parser(
+        "publish",
+        help="phase 1: send the approved items to the deletion topic (PendingDeleteLedgerInfo)",
+        description="Send one PendingDeleteLedgerInfo per approved item to the deletion topic; re-runs send "
+        "only what was not sent yet. Deletes nothing.",
+    )
+    pub.add_argument(
+        "--approval", required=True, metavar="FILE", help="approval.json from 'ledgerlens approve'"
+    )
+    pub.add_argument("--journal", required=True, metavar="FILE", help="the deletion journal")
+    pub.add_argument(
+        "--service-url", default="", metavar="URL", help="Pulsar service URL (pulsar://host:6650)"
+    )
+    pub.add_argument(
+        "--sandbox", dest="pulsar_sandbox", default=None, metavar="DIR", help="a ledgerlens sandbox"
+    )
+    pub.add_argument("--topic", default=DELETION_TOPIC, help=f"deletion topic (default {DELETION_TOPIC})")
+    pub.add_argument("--batch-size", type=int, default=500, metavar="N", help="messages per batch (500)")
+
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from ledgerlens.deletion.plan import build_plan, format_plan, write_plan
@@ -113,4 +135,32 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"plan": cmd_plan, "approve": cmd_approve}
+def cmd_publish(args: argparse.Namespace) -> int:
+    from ledgerlens.deletion.journal import Journal
+    from ledgerlens.deletion.metrics import DeletionMetrics
+    from ledgerlens.deletion.publish import publish, pulsar_client
+
+    state = _sandbox_state(args.pulsar_sandbox)
+    client = pulsar_client(args.service_url or state.get("service_url", ""))
+    try:
+        res = publish(
+            args.approval,
+            Journal(args.journal),
+            client,
+            topic=args.topic,
+            batch_size=args.batch_size,
+            metrics=DeletionMetrics(),
+            progress=lambda n, total: print(f"  published {n}/{total}", file=sys.stderr),
+        )
+    finally:
+        client.close()
+    print(
+        f"approval {res.approval_id[:16]}: {res.sent} sent, {res.already} already published, "
+        f"{len(res.failed)} failed of {res.total}"
+    )
+    for item_id, err in res.failed[:10]:
+        print(f"  failed {item_id}: {err}", file=sys.stderr)
+    return EXIT_OK if not res.failed else 2
+
+
+COMMANDS = {"plan": cmd_plan, "approve": cmd_approve, "publish": cmd_publish}

@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ class Journal:
         self._checked_offset = 0
         self._checked_seq = -1
         self._checked_hash = GENESIS
+        self._mutex = threading.RLock()  # threads of one process share this object's read position
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -84,19 +86,21 @@ class Journal:
 
     def verify(self) -> int:
         """Check the whole chain and the head; returns the number of lines. Raises JournalTampered."""
-        self._checked_offset, self._checked_seq, self._checked_hash = 0, -1, GENESIS
-        list(self._scan(verify_only=True))
-        return self._checked_seq + 1
-
-    def records(self, *, since_start: bool = True) -> Iterator[dict[str, Any]]:
-        """Every record, verifying the chain as it reads (from the start, or past what was read)."""
-        if since_start:
+        with self._mutex:
             self._checked_offset, self._checked_seq, self._checked_hash = 0, -1, GENESIS
-        yield from self._scan(verify_only=False)
+            list(self._scan(verify_only=True))
+            return self._checked_seq + 1
 
-    def new_records(self) -> Iterator[dict[str, Any]]:
-        """Records appended since the last :meth:`records` / :meth:`new_records` call, verified."""
-        yield from self._scan(verify_only=False)
+    def records(self) -> list[dict[str, Any]]:
+        """Every record, the whole chain verified first (JournalTampered otherwise)."""
+        with self._mutex:
+            self._checked_offset, self._checked_seq, self._checked_hash = 0, -1, GENESIS
+            return list(self._scan(verify_only=False))
+
+    def new_records(self) -> list[dict[str, Any]]:
+        """Records appended since the last :meth:`records` / :meth:`new_records` / append, verified."""
+        with self._mutex:
+            return list(self._scan(verify_only=False))
 
     def _scan(self, *, verify_only: bool) -> Iterator[dict[str, Any]]:
         head = self._read_head()
@@ -157,7 +161,7 @@ class Journal:
         if not records:
             return []
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.lock_path, "a") as lock:
+        with self._mutex, open(self.lock_path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 seq, prev = self._tail()

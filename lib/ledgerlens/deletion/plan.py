@@ -235,9 +235,11 @@ def _tenant_of(row: Mapping[str, Any]) -> str | None:
 
 
 def audited_tenants(audit: AuditOutput) -> set[str]:
-    """Tenants the audited Pulsar store(s) hold: namespace policies, plus ``pulsar_tenants`` when present."""
-    tenants = {r["tenant"] for r in audit.inventory("namespace_policies", ["tenant"]) if r.get("tenant")}
-    tenants |= {r["tenant"] for r in audit.inventory("pulsar_tenants", ["tenant"]) if r.get("tenant")}
+    """Tenants the audited Pulsar store(s) hold (the audit's ownership rule): ``pulsar_tenants`` when
+    present, namespace policies, managed-ledger nodes and schema locators."""
+    tenants: set[str] = set()
+    for table in ("pulsar_tenants", "namespace_policies", "managed_ledgers", "schema_ledgers"):
+        tenants |= {str(r["tenant"]) for r in audit.inventory(table, ["tenant"]) if r.get("tenant")}
     return tenants
 
 

@@ -299,11 +299,17 @@ class PulsarSandbox:
         Holds ``state.json``, the broker conf, data directories and logs.
     pulsar_home
         An extracted distribution; default ``$LEDGERLENS_PULSAR_HOME`` or fetched (:func:`pulsar_home`).
+    extra_conf
+        Settings added over :data:`BROKER_OVERRIDES` (the standalone bookie reads the same file), e.g.
+        ``{"gcWaitTime": "2000"}`` for a bookie that reclaims deleted ledgers within seconds.
     """
 
-    def __init__(self, workdir: Path, *, pulsar_home: Path | None = None) -> None:
+    def __init__(
+        self, workdir: Path, *, pulsar_home: Path | None = None, extra_conf: dict[str, str] | None = None
+    ) -> None:
         self.workdir = Path(workdir).resolve()
         self._home = Path(pulsar_home) if pulsar_home else None
+        self.extra_conf = dict(extra_conf or {})
         self._s3_server: Any = None
 
     # paths
@@ -458,6 +464,7 @@ class PulsarSandbox:
         conf_dir = self.workdir / "conf"
         conf_dir.mkdir(parents=True, exist_ok=True)
         overrides = dict(BROKER_OVERRIDES)
+        overrides.update(self.extra_conf)
         overrides.update(
             {
                 "brokerServicePort": str(ports["broker"]),

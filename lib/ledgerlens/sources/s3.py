@@ -26,6 +26,7 @@ __all__ = [
     "WorkItem",
     "check_bucket",
     "head_user_metadata",
+    "is_not_found",
     "list_offload_objects",
     "make_client",
     "work_items",
@@ -142,14 +143,19 @@ def list_offload_objects(
             raise SourceError(f"s3 bucket {bucket}", f"listing {w.describe()} failed: {e}") from e
 
 
+def is_not_found(error: ClientError) -> bool:
+    """True when an S3 error says the object (or key) does not exist."""
+    code = str(error.response.get("Error", {}).get("Code", ""))
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in ("404", "NoSuchKey", "NotFound") or status == 404
+
+
 def head_user_metadata(client: Any, bucket: str, key: str) -> dict[str, str] | None:
     """The object's user metadata (lower-cased keys), or None when the object does not exist."""
     try:
         resp = client.head_object(Bucket=bucket, Key=key)
     except ClientError as e:
-        code = str(e.response.get("Error", {}).get("Code", ""))
-        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        if code in ("404", "NoSuchKey", "NotFound") or status == 404:
+        if is_not_found(e):
             return None
         raise SourceError(f"s3 bucket {bucket}", f"HEAD {key} failed: {e}") from e
     return {k.lower(): v for k, v in resp.get("Metadata", {}).items()}
