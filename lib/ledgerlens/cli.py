@@ -9,6 +9,7 @@
 ``ledgerlens publish``        phase 1: approved items to the deletion topic (PIP-186)
 ``ledgerlens deleter``        phase 2: re-verify and delete (dry run unless ``--execute``)
 ``ledgerlens contexts``       named cluster contexts: list, show NAME, check NAME
+``ledgerlens kafka-audit``    audit Kafka tiered storage (KIP-405): __remote_log_metadata vs. the bucket
 
 Inputs resolve through ``ledgerlens.contexts``: built-in default < context (``--context NAME``,
 ``$LEDGERLENS_CONTEXT`` or the file's ``current``) < environment (``LEDGERLENS_*``) < flags.
@@ -185,6 +186,62 @@ def build_parser() -> argparse.ArgumentParser:
     ctx.add_argument(
         "--timeout", type=float, default=10.0, metavar="SECONDS", help="check: time limit per store (10)"
     )
+    kafka = sub.add_parser(
+        "kafka-audit",
+        help="audit Kafka tiered storage (KIP-405): remote log metadata against the remote storage",
+        description="Read __remote_log_metadata (bounded: earliest to the end offsets at start), list the "
+        "remote storage (--bucket, or --remote-dir for Kafka's local tiered storage), describe topics, "
+        "and write remote_segment_* findings to --out.",
+    )
+    kafka.add_argument("--bootstrap-servers", metavar="HOST:PORT", default="", help="Kafka bootstrap servers")
+    kafka.add_argument(
+        "--metadata-dump",
+        metavar="FILE",
+        default="",
+        help="read the metadata records from a dump file (JSON lines) instead of the topic",
+    )
+    kafka.add_argument("--metadata-topic", default="__remote_log_metadata", help=argparse.SUPPRESS)
+    kafka.add_argument("--bucket", metavar="NAME", default="", help="remote storage bucket (S3 API)")
+    kafka.add_argument("--s3-endpoint", metavar="URL", default="", help="S3 endpoint URL (default: AWS)")
+    kafka.add_argument("--prefix", metavar="PREFIX", default="", help="key prefix of the segment objects")
+    kafka.add_argument(
+        "--remote-dir",
+        metavar="DIR",
+        default="",
+        help="Kafka's local tiered storage directory (instead of a bucket)",
+    )
+    kafka.add_argument(
+        "--layout",
+        choices=["s3-plugin", "local"],
+        default=None,
+        help="object key layout (default: s3-plugin with --bucket, local with --remote-dir)",
+    )
+    kafka.add_argument(
+        "--out", required=True, metavar="DIR", help="output directory (findings, summary.json)"
+    )
+    kafka.add_argument(
+        "--min-orphan-age", metavar="DURATION", default="24h", help="orphan objects: minimum age (24h)"
+    )
+    kafka.add_argument(
+        "--stuck-after",
+        metavar="DURATION",
+        default="24h",
+        help="COPY_SEGMENT_STARTED / DELETE_SEGMENT_STARTED older than this are stuck (24h)",
+    )
+    kafka.add_argument(
+        "--retention-grace",
+        metavar="DURATION",
+        default="6h",
+        help="segments past retention by more than this (6h)",
+    )
+    kafka.add_argument("--as-of", metavar="TIME", default="", help="'now' of the audit (default: now)")
+    kafka.add_argument(
+        "--spark-master", metavar="URL", default="local[*]", help="Spark master (default local[*])"
+    )
+    kafka.add_argument(
+        "--fail-on", choices=sorted(FAIL_ON), default=None, help="exit 3 at this severity or worse"
+    )
+    kafka.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
 
 
@@ -368,6 +425,63 @@ def cmd_pulsar_sandbox(args: argparse.Namespace) -> int:
     return int(pulsar.main(argv) or 0)
 
 
+def kafka_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, str | None]:
+    """KafkaSource | None, RemoteStore | None, KafkaAuditConfig and the dump path from arguments."""
+    from ledgerlens.config import parse_duration, parse_time_ms
+    from ledgerlens.kafka.audit import KafkaAuditConfig
+    from ledgerlens.sources.kafka_metadata import KafkaSource
+    from ledgerlens.sources.remote_storage import RemoteStore
+
+    if not args.bootstrap_servers and not args.metadata_dump:
+        raise ConfigError("--bootstrap-servers HOST:PORT is required (or --metadata-dump FILE)")
+    if bool(args.bucket) == bool(args.remote_dir):
+        raise ConfigError("give the remote storage: --bucket NAME or --remote-dir DIR")
+    layout = args.layout or ("s3-plugin" if args.bucket else "local")
+    store = RemoteStore(
+        layout=layout,
+        bucket=args.bucket or None,
+        prefix=args.prefix,
+        endpoint_url=args.s3_endpoint or None,
+        directory=args.remote_dir or None,
+    )
+    source = (
+        KafkaSource(args.bootstrap_servers, metadata_topic=args.metadata_topic)
+        if args.bootstrap_servers
+        else None
+    )
+    stuck = parse_duration(args.stuck_after)
+    kw: dict[str, Any] = {"as_of_ms": parse_time_ms(args.as_of)} if args.as_of else {}
+    import time as _time
+
+    cfg = KafkaAuditConfig(
+        as_of_ms=kw.get("as_of_ms", int(_time.time() * 1000)),
+        layout=layout,
+        prefix=args.prefix,
+        metadata_topic=args.metadata_topic,
+        min_orphan_age_s=parse_duration(args.min_orphan_age),
+        stuck_copy_s=stuck,
+        stuck_delete_s=stuck,
+        retention_grace_s=parse_duration(args.retention_grace),
+    )
+    return source, store, cfg, args.metadata_dump or None
+
+
+def cmd_kafka_audit(args: argparse.Namespace) -> int:
+    source, store, cfg, dump = kafka_inputs(args)
+    from ledgerlens.kafka import pipeline as kafka_pipeline
+
+    spark, owned = _spark_session(args.spark_master)
+    try:
+        run = kafka_pipeline.run(
+            spark, cfg, Path(args.out), source=source, store=store, dump=dump, progress=not args.no_progress
+        )
+    finally:
+        if owned:
+            spark.stop()
+    print(format_summary(run.summary, Path(run.out_dir), Path(run.findings_path)))
+    return exit_code(run.summary, args.fail_on)
+
+
 SANDBOX_AWS_DUMMY = "ledgerlens-sandbox-dummy-credential"
 
 
@@ -397,6 +511,7 @@ COMMANDS = {
     "sandbox": cmd_pulsar_sandbox,
     "sandbox-local": cmd_sandbox,
     "contexts": cmd_contexts,
+    "kafka-audit": cmd_kafka_audit,
 }
 
 

@@ -166,6 +166,100 @@ INVENTORY: Mapping[str, T.StructType] = {
     "offload_objects": OFFLOAD_OBJECTS,
 }
 
+# -- Kafka tiered storage (KIP-405) ------------------------------------------------------------
+# Folded from the ``__remote_log_metadata`` topic (``ledgerlens.kafka.replay``): one row per
+# segment the metadata ever announced, with its current state.
+LEADER_EPOCH = _schema(("epoch", _I), ("offset", _L))
+
+REMOTE_SEGMENTS = _schema(
+    ("topic", _S),
+    ("topic_id", _S),  # Kafka UUID string (22 URL-safe base64 characters)
+    ("partition", _I),
+    ("segment_id", _S),
+    ("state", _S),  # COPY_SEGMENT_STARTED, COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED, ..._FINISHED
+    ("start_offset", _L),
+    ("end_offset", _L),
+    ("broker_id", _I),
+    ("max_timestamp_ms", _L),
+    ("segment_size", _L),
+    ("leader_epochs", T.ArrayType(LEADER_EPOCH)),
+    ("copy_started_ms", _L),
+    ("copy_finished_ms", _L),
+    ("delete_started_ms", _L),
+    ("delete_finished_ms", _L),
+    ("state_ms", _L),  # event time of the current state
+    ("records", _I),  # metadata records about this segment
+    ("metadata_partition", _I),
+    ("metadata_offset", _L),  # offset of the record that set the current state
+    ("partition_delete_state", _S),
+)
+
+REMOTE_PARTITIONS = _schema(
+    ("topic", _S),
+    ("topic_id", _S),
+    ("partition", _I),
+    ("delete_state", _S),  # DELETE_PARTITION_MARKED, _STARTED, _FINISHED, or null
+    ("delete_state_ms", _L),
+    ("records", _L),
+    ("segments", _L),
+    ("live_segments", _L),  # not DELETE_SEGMENT_FINISHED
+    ("live_bytes", _L),
+    ("first_event_ms", _L),
+    ("last_event_ms", _L),
+    ("metadata_partition", _I),
+)
+
+# Records the replay could not apply: corrupt values, illegal transitions, updates of unknown segments.
+REMOTE_LOG_EVENTS = _schema(
+    ("kind", _S),  # corrupt, illegal_transition, unknown_segment
+    ("metadata_partition", _I),
+    ("metadata_offset", _L),
+    ("timestamp_ms", _L),
+    ("topic", _S),
+    ("topic_id", _S),
+    ("partition", _I),
+    ("segment_id", _S),
+    ("from_state", _S),
+    ("to_state", _S),
+    ("event_ms", _L),
+    ("problem", _S),
+)
+
+# One row per segment file in the remote storage (bucket or local directory).
+REMOTE_OBJECTS = _schema(
+    ("store", _S),  # s3://bucket or file:///dir
+    ("key", _S),  # object key, or the path under the local storage root
+    ("size", _L),
+    ("last_modified_ms", _L),
+    ("layout", _S),  # s3-plugin or local
+    ("topic", _S),
+    ("topic_id", _S),
+    ("partition", _I),
+    ("start_offset", _L),
+    ("segment_id", _S),
+    ("role", _S),  # log, indexes, rsm-manifest (s3-plugin); log, index, timeindex, ... (local)
+)
+
+# The cluster's topics and the configs the audit needs, from the admin client.
+KAFKA_TOPICS = _schema(
+    ("topic", _S),
+    ("topic_id", _S),
+    ("partitions", _I),
+    ("remote_storage_enable", _B),
+    ("retention_ms", _L),  # -1: infinite
+    ("retention_bytes", _L),
+    ("local_retention_ms", _L),
+    ("error", _S),
+)
+
+KAFKA_INVENTORY: Mapping[str, T.StructType] = {
+    "remote_segments": REMOTE_SEGMENTS,
+    "remote_partitions": REMOTE_PARTITIONS,
+    "remote_log_events": REMOTE_LOG_EVENTS,
+    "remote_objects": REMOTE_OBJECTS,
+    "kafka_topics": KAFKA_TOPICS,
+}
+
 # The findings contract (DESIGN.md), plus tenant/namespace/age for filtering.
 FINDINGS = _schema(
     ("kind", _S),

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ledgerlens import pipeline
-from ledgerlens.audit import KINDS
+from ledgerlens.audit.findings import PULSAR_KINDS as KINDS
 from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
 from ledgerlens.sandbox.cluster import default_now_ms, generate
 from ledgerlens.schemas import FINDING_KEYS

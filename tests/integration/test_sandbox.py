@@ -19,7 +19,7 @@ import boto3
 import pytest
 from kazoo.exceptions import NoAuthError
 
-from ledgerlens.audit import KINDS
+from ledgerlens.audit.findings import PULSAR_KINDS as KINDS
 from ledgerlens.errors import DecodeError, SandboxError
 from ledgerlens.formats import bookkeeper, envelope, managed_ledger, names, offload, paths
 from ledgerlens.proto import managed_ledger_pb2 as mlpb

@@ -103,7 +103,7 @@ def test_tagged_fields_are_skipped():
     assert decode_record(tagged) == RECORDS[2]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=200))
 def test_fuzzed_bytes_never_crash(data):
     try:
@@ -112,7 +112,7 @@ def test_fuzzed_bytes_never_crash(data):
         assert e.where == "fuzz"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.sampled_from(RECORDS), st.data())
 def test_mutated_real_records_never_crash(record, data):
     raw = bytearray(encode_record(record))
@@ -124,3 +124,13 @@ def test_mutated_real_records_never_crash(record, data):
         decode_record(bytes(raw[:cut]), "fuzz")
     except DecodeError:
         pass
+
+
+def test_metadata_partition_matches_a_real_broker():
+    from ledgerlens.formats.kafka_remote_log import metadata_partition
+
+    # A Kafka 4.1.1 broker with 3 metadata partitions wrote topic iYl9Hp8LSAW_iFzq0vZvdQ's partition 1
+    # to metadata partition 0 and its partition 0 to metadata partition 1.
+    assert metadata_partition("iYl9Hp8LSAW_iFzq0vZvdQ", 1, 3) == 0
+    assert metadata_partition("iYl9Hp8LSAW_iFzq0vZvdQ", 0, 3) == 1
+    assert {metadata_partition(uuid_from_bytes(bytes([i]) * 16), i, 50) for i in range(200)} <= set(range(50))

@@ -156,3 +156,15 @@ def test_key_layouts():
     assert parse_remote_key(f"orders-eu-{TIP.topic_id}/x/1-{S1}.log", "s3-plugin") is None
     with pytest.raises(ValueError):
         parse_remote_key("a", "gcs-mystery")
+
+
+def test_client_uuid_in_kafkas_text_form():
+    import struct
+
+    from confluent_kafka import Uuid
+
+    from ledgerlens.sources.kafka_metadata import kafka_uuid
+
+    msb, lsb = struct.unpack(">qq", bytes.fromhex("897d1e9f0b4805bf885cead2f66f7500"))
+    # the client prints standard base64 ("iX0enwtIBb+IXOrS9m91AA"); Kafka and object keys use URL-safe
+    assert kafka_uuid(Uuid(msb, lsb)) == "iX0enwtIBb-IXOrS9m91AA"

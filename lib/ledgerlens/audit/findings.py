@@ -10,7 +10,8 @@ from pyspark.sql import functions as F
 from ledgerlens import schemas
 from ledgerlens.audit.names import ml_namespace, ml_tenant
 
-KINDS: tuple[str, ...] = (
+# Kinds of the Pulsar audit (``audit.rules``)
+PULSAR_KINDS: tuple[str, ...] = (
     "orphan_ledger",
     "unattributed_ledger",
     "missing_ledger",
@@ -23,6 +24,20 @@ KINDS: tuple[str, ...] = (
     "inactive_cursor",
     "corrupt_metadata",
 )
+# Kinds of the Kafka tiered-storage audit (``ledgerlens.kafka.audit``; it emits corrupt_metadata too)
+KAFKA_KINDS: tuple[str, ...] = (
+    "remote_segment_orphan_object",
+    "remote_segment_foreign_object",
+    "remote_segment_missing_object",
+    "remote_segment_stuck_copy",
+    "remote_segment_stuck_delete",
+    "remote_segment_deleted_partition_object",
+    "remote_segment_retention_overdue",
+    "remote_segment_overlap",
+    "remote_segment_illegal_transition",
+    "remote_segment_metadata_growth",
+)
+KINDS: tuple[str, ...] = PULSAR_KINDS + KAFKA_KINDS
 
 # A rule's row before the final touch: the findings columns with tenant/namespace hints, plus the
 # managed ledger whose node path and existence the final step looks up (``owner_ml``).

@@ -408,3 +408,56 @@ def encode_record(record: RemoteLogRecord) -> bytes:
         )
         api = API_SNAPSHOT
     return _uvarint(FRAME_VERSION) + _uvarint(api) + _uvarint(0) + body + b"\x00"
+
+
+# -- which metadata partition holds a user partition's records ----------------------------------------
+_M32 = 0xFFFFFFFF
+
+
+def _murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (32-bit, seed 0x9747b28c) as an unsigned 32-bit value."""
+    m, r = 0x5BD1E995, 24
+    length = len(data)
+    h = (0x9747B28C ^ length) & _M32
+    for i in range(length // 4):
+        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
+        k = (k * m) & _M32
+        k ^= k >> r
+        k = (k * m) & _M32
+        h = ((h * m) & _M32) ^ k
+    tail = length % 4
+    base = length - tail
+    if tail == 3:
+        h ^= data[base + 2] << 16
+    if tail >= 2:
+        h ^= data[base + 1] << 8
+    if tail >= 1:
+        h ^= data[base]
+        h = (h * m) & _M32
+    h ^= h >> 13
+    h = (h * m) & _M32
+    h ^= h >> 15
+    return h
+
+
+def _java_int(v: int) -> int:
+    v &= _M32
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def metadata_partition(topic_id: str, partition: int, num_partitions: int) -> int:
+    """The ``__remote_log_metadata`` partition of a user partition (``RemoteLogMetadataTopicPartitioner``).
+
+    ``toPositive(murmur2(int32BE(Objects.hash(topicId.lsb, topicId.msb, partition)))) % n``.
+    """
+    raw = uuid_to_bytes(topic_id)
+    msb, lsb = struct.unpack(">qq", raw)
+
+    def long_hash(x: int) -> int:
+        x &= (1 << 64) - 1
+        return _java_int(x ^ (x >> 32))
+
+    h = 1
+    for part in (long_hash(lsb), long_hash(msb), _java_int(partition)):
+        h = _java_int(31 * h + part)
+    return (_murmur2(struct.pack(">i", h)) & 0x7FFFFFFF) % num_partitions

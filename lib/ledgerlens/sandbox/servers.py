@@ -51,17 +51,23 @@ def _tail(path: Path, lines: int = 30) -> str:
 
 
 def zookeeper_jars(timeout: float = 900) -> Path:
-    """The directory of ZooKeeper server jars, resolved with Maven once per cache dir.
+    """The directory of ZooKeeper server jars, resolved with Maven once per cache dir."""
+    return maven_jars("zookeeper", ZOOKEEPER_VERSION, "zookeeper-pom.xml", "zookeeper-*.jar", timeout)
 
-    A marker file records a finished resolution; a file lock keeps parallel processes from
-    resolving at the same time.
+
+def maven_jars(name: str, version: str, pom_resource: str, expect: str, timeout: float = 900) -> Path:
+    """``cache_dir()/<name>-<version>`` with the jars of a packaged pom under ``jars/``.
+
+    Resolved with ``mvn dependency:copy-dependencies`` once per cache dir: a marker file records a
+    finished resolution, a file lock keeps parallel processes from resolving at the same time.
+    ``expect`` is a glob that must match a resolved jar.
     """
-    target = cache_dir() / f"zookeeper-{ZOOKEEPER_VERSION}"
+    target = cache_dir() / f"{name}-{version}"
     marker = target / ".resolved"
     if marker.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = target.parent / f"zookeeper-{ZOOKEEPER_VERSION}.lock"
+    lock_path = target.parent / f"{name}-{version}.lock"
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -69,12 +75,12 @@ def zookeeper_jars(timeout: float = 900) -> Path:
                 return target
             mvn = shutil.which("mvn")
             if mvn is None:
-                raise SandboxError("zookeeper: 'mvn' not found on PATH; Maven is needed to fetch the jars")
+                raise SandboxError(f"{name}: 'mvn' not found on PATH; Maven is needed to fetch the jars")
             jars = target / "jars"
             shutil.rmtree(target, ignore_errors=True)
             jars.mkdir(parents=True)
             pom = target / "pom.xml"
-            pom.write_bytes(resources.files("ledgerlens.sandbox").joinpath("zookeeper-pom.xml").read_bytes())
+            pom.write_bytes(resources.files("ledgerlens.sandbox").joinpath(pom_resource).read_bytes())
             cmd = [
                 mvn,
                 "-q",
@@ -87,13 +93,13 @@ def zookeeper_jars(timeout: float = 900) -> Path:
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             except subprocess.TimeoutExpired as e:
-                raise SandboxError(f"zookeeper: {' '.join(cmd)} timed out after {timeout:.0f}s") from e
-            if proc.returncode != 0 or not any(jars.glob("zookeeper-*.jar")):
+                raise SandboxError(f"{name}: {' '.join(cmd)} timed out after {timeout:.0f}s") from e
+            if proc.returncode != 0 or not any(jars.glob(expect)):
                 out = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
                 raise SandboxError(
-                    f"zookeeper: resolving jars failed (exit {proc.returncode}): {' '.join(cmd)}\n{out}"
+                    f"{name}: resolving jars failed (exit {proc.returncode}): {' '.join(cmd)}\n{out}"
                 )
-            marker.write_text(ZOOKEEPER_VERSION + "\n")
+            marker.write_text(version + "\n")
             return target
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)

@@ -1,0 +1,413 @@
+"""The ``remote_segment_*`` rules of docs/audit-rules.md: Kafka inventory -> findings (Spark).
+
+Inputs are the KIP-405 inventory tables (``schemas.KAFKA_INVENTORY``): the replayed segments,
+partitions and replay events, the remote storage listing and the cluster's topics. The result has
+the columns of ``schemas.FINDINGS`` (component ``kafka-remote``), like the Pulsar audit's.
+
+Ownership: an object belongs to the audited cluster only when its topic id appears in the
+cluster's metadata topic or among its live topics. Objects of unknown topic ids are reported
+(``remote_segment_foreign_object``) but never offered for deletion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from ledgerlens.audit.findings import KAFKA_KINDS, RAW_COLUMNS, age_seconds, to_findings
+from ledgerlens.formats.kafka_remote_keys import REQUIRED_ROLES
+
+__all__ = ["KAFKA_KINDS", "KafkaAuditConfig", "run_kafka_audit"]
+
+COMPONENT = "kafka-remote"
+_LIVE = ("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED", "DELETE_SEGMENT_STARTED")
+
+
+@dataclass(frozen=True)
+class KafkaAuditConfig:
+    """Thresholds of the Kafka rules; durations in seconds, ``as_of_ms`` fixes 'now'."""
+
+    as_of_ms: int
+    layout: str = "s3-plugin"
+    prefix: str = ""
+    metadata_topic: str = "__remote_log_metadata"
+    min_orphan_age_s: int = 24 * 3600
+    stuck_copy_s: int = 24 * 3600
+    stuck_delete_s: int = 24 * 3600
+    retention_grace_s: int = 6 * 3600
+    growth_records_per_segment: float = 20.0
+    growth_min_records: int = 100_000
+    topics_known: bool = True  # the admin client listed the cluster's topics (else: no topic rules)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _rows(
+    df: DataFrame,
+    *,
+    kind: Column | str,
+    severity: Column | str,
+    action: Column | str,
+    evidence: Column,
+    path: Column,
+    object_key: Column | None = None,
+    bytes_: Column | None = None,
+    age: Column | None = None,
+) -> DataFrame:
+    """Raw findings (``RAW_COLUMNS``) with kind, severity and action computed per row."""
+
+    def col(v: Column | str | None, dtype: str = "string") -> Column:
+        return (v if isinstance(v, Column) else F.lit(v)).cast(dtype)
+
+    cols = {
+        "kind": col(kind),
+        "severity": col(severity),
+        "component": F.lit(COMPONENT),
+        "ledger_id": col(None, "bigint"),
+        "managed_ledger": col(None),
+        "cursor": col(None),
+        "path": col(path),
+        "object_key": col(object_key),
+        "bytes": col(bytes_, "bigint"),
+        "evidence": F.to_json(evidence),
+        "action": col(action),
+        "tenant_hint": col(None),
+        "namespace_hint": col(None),
+        "age_seconds": col(age, "bigint"),
+        "owner_ml": col(None),
+    }
+    return df.select(*[cols[c].alias(c) for c in RAW_COLUMNS])
+
+
+def _path(topic: Column, partition: Column, segment: Column | None = None) -> Column:
+    parts = [topic, F.lit("-"), partition.cast("string")]
+    if segment is not None:
+        parts += [F.lit("/"), segment]
+    return F.concat(*parts)
+
+
+def _segment_key(cfg: KafkaAuditConfig, role: str) -> Column:
+    name = F.concat(F.lpad(F.col("start_offset").cast("string"), 20, "0"), F.lit("-"), F.col("segment_id"))
+    if cfg.layout == "s3-plugin":
+        base = F.concat(
+            F.lit(cfg.prefix),
+            F.col("topic"),
+            F.lit("-"),
+            F.col("topic_id"),
+            F.lit("/"),
+            F.col("partition").cast("string"),
+            F.lit("/"),
+            name,
+        )
+    else:
+        base = F.concat(
+            F.lit(cfg.prefix),
+            F.col("topic"),
+            F.lit("-"),
+            F.col("partition").cast("string"),
+            F.lit("-"),
+            F.col("topic_id"),
+            F.lit("/"),
+            name,
+        )
+    return F.concat(base, F.lit(f".{role}"))
+
+
+def _objects(
+    objects: DataFrame,
+    segments: DataFrame,
+    partitions: DataFrame,
+    topics: DataFrame,
+    blind: int,
+    cfg: KafkaAuditConfig,
+) -> DataFrame:
+    """Orphan, foreign and deleted-partition objects: one finding per object file."""
+    now = cfg.as_of_ms
+    seg = segments.select(
+        "topic_id",
+        "partition",
+        "segment_id",
+        F.col("state").alias("seg_state"),
+        F.col("state_ms").alias("seg_state_ms"),
+    )
+    part = partitions.select(
+        "topic_id", "partition", F.col("delete_state").alias("part_delete_state")
+    ).dropDuplicates(["topic_id", "partition"])
+    known_ids = (
+        segments.select("topic_id")
+        .union(partitions.select("topic_id"))
+        .union(topics.filter(F.col("topic_id").isNotNull()).select("topic_id"))
+        .distinct()
+        .withColumn("topic_known", F.lit(True))
+    )
+    live_ids = (
+        topics.filter(F.col("topic_id").isNotNull())
+        .select("topic_id", F.col("topic").alias("live_topic"))
+        .dropDuplicates(["topic_id"])
+    )
+    o = (
+        objects.join(seg, ["topic_id", "partition", "segment_id"], "left")
+        .join(part, ["topic_id", "partition"], "left")
+        .join(F.broadcast(known_ids), "topic_id", "left")
+        .join(F.broadcast(live_ids), "topic_id", "left")
+    )
+    age = age_seconds(now, F.col("last_modified_ms"))
+    old = F.coalesce(age >= F.lit(cfg.min_orphan_age_s), F.lit(False))
+    # the manager forgets every segment of a partition at DELETE_PARTITION_FINISHED
+    seg_live = F.coalesce(F.col("seg_state").isin(*_LIVE), F.lit(False)) & (
+        F.coalesce(F.col("part_delete_state"), F.lit("")) != "DELETE_PARTITION_FINISHED"
+    )
+    topic_gone = F.lit(cfg.topics_known) & F.col("live_topic").isNull()
+    part_deleted = F.col("part_delete_state").isNotNull() | topic_gone  # both never null
+    known = F.coalesce(F.col("topic_known"), F.lit(False))
+    kind = (
+        F.when(~old, None)
+        .when(~known, "remote_segment_foreign_object")
+        .when(part_deleted, "remote_segment_deleted_partition_object")
+        .when(~seg_live, "remote_segment_orphan_object")
+    )
+    o = o.withColumn("_kind", kind).filter(F.col("_kind").isNotNull())
+    deletable = ~seg_live & F.lit(blind == 0)
+    reason = (
+        F.when(
+            ~known,
+            "topic id unknown to this cluster (another cluster's data, or a deleted topic's "
+            "whose metadata was removed)",
+        )
+        .when(part_deleted & topic_gone, "topic deleted: its id is not among the cluster's topics")
+        .when(part_deleted, F.concat(F.lit("partition "), F.col("part_delete_state")))
+        .when(F.col("seg_state").isNull(), "no segment metadata record names this segment")
+        .otherwise("segment is DELETE_SEGMENT_FINISHED in the metadata")
+    )
+    evidence = F.struct(
+        F.col("reason"),
+        F.col("store"),
+        F.col("layout"),
+        F.col("topic"),
+        F.col("topic_id"),
+        F.col("partition"),
+        F.col("segment_id"),
+        F.col("start_offset"),
+        F.col("role"),
+        F.col("last_modified_ms"),
+        F.col("seg_state").alias("segment_state"),
+        F.col("part_delete_state").alias("partition_delete_state"),
+        F.col("live_topic").isNotNull().alias("topic_live"),
+        F.lit(blind).alias("corrupt_metadata_records"),
+    )
+    o = o.withColumn("reason", reason)
+    severity = F.when(F.col("_kind") == "remote_segment_foreign_object", "info").otherwise("warning")
+    action = F.when(
+        (F.col("_kind") != "remote_segment_foreign_object") & deletable, "delete_object"
+    ).otherwise("investigate")
+    return _rows(
+        o,
+        kind=F.col("_kind"),
+        severity=severity,
+        action=action,
+        evidence=evidence,
+        path=_path(F.col("topic"), F.col("partition"), F.col("segment_id")),
+        object_key=F.col("key"),
+        bytes_=F.col("size"),
+        age=age,
+    )
+
+
+def _segments(segments: DataFrame, objects: DataFrame, topics: DataFrame, cfg: KafkaAuditConfig) -> DataFrame:
+    """Missing objects, stuck states and retention, one finding per segment."""
+    now = cfg.as_of_ms
+    roles = REQUIRED_ROLES[cfg.layout]
+    present = objects.groupBy("topic_id", "partition", "segment_id").agg(
+        F.collect_set("role").alias("roles"), F.sum("size").alias("object_bytes")
+    )
+    t = (
+        topics.filter(F.col("topic_id").isNotNull())
+        .select("topic_id", "retention_ms", F.lit(True).alias("topic_live"))
+        .dropDuplicates(["topic_id"])
+    )
+    s = segments.join(present, ["topic_id", "partition", "segment_id"], "left").join(
+        F.broadcast(t), "topic_id", "left"
+    )
+    missing = F.filter(
+        F.array(*[F.lit(r) for r in roles]),
+        lambda r: ~F.array_contains(F.coalesce(F.col("roles"), F.array().cast("array<string>")), r),
+    )
+    s = s.withColumn("missing_roles", missing)
+    evidence_common = [
+        F.col("topic"),
+        F.col("topic_id"),
+        F.col("partition"),
+        F.col("segment_id"),
+        F.col("state"),
+        F.col("start_offset"),
+        F.col("end_offset"),
+        F.col("segment_size"),
+        F.col("copy_started_ms"),
+        F.col("state_ms"),
+        F.col("metadata_partition"),
+        F.col("metadata_offset"),
+    ]
+    path = _path(F.col("topic"), F.col("partition"), F.col("segment_id"))
+    no_roles = F.array().cast("array<string>")
+    present_roles = F.coalesce(F.col("roles"), no_roles)
+    deleted_part = F.col("partition_delete_state").isNotNull() | (
+        F.lit(cfg.topics_known) & F.col("topic_live").isNull()
+    )
+    state = F.col("state")
+    copy_age = age_seconds(now, F.col("copy_started_ms"))
+    delete_age = age_seconds(now, F.col("delete_started_ms"))
+    overdue = (
+        (state == "COPY_SEGMENT_FINISHED")
+        & (F.col("retention_ms") >= 0)
+        & (
+            F.col("max_timestamp_ms")
+            < F.lit(now) - F.col("retention_ms") - F.lit(cfg.retention_grace_s * 1000)
+        )
+    )
+    # overlapping finished segments of one partition whose leader-epoch chains differ
+    w = Window.partitionBy("topic_id", "partition", "state").orderBy(
+        "start_offset", "end_offset", "segment_id"
+    )
+    s = s.select(
+        *s.columns,
+        F.lag("segment_id").over(w).alias("prev_segment"),
+        F.lag("end_offset").over(w).alias("prev_end"),
+        F.lag("leader_epochs").over(w).alias("prev_epochs"),
+    )
+    overlap = (
+        (state == "COPY_SEGMENT_FINISHED")
+        & F.col("prev_segment").isNotNull()
+        & (F.col("start_offset") <= F.col("prev_end"))
+        & (F.to_json("leader_epochs") != F.to_json("prev_epochs"))
+    )
+    kinds = F.filter(
+        F.array(
+            F.when(
+                (state == "COPY_SEGMENT_FINISHED") & ~deleted_part & (F.size("missing_roles") > 0),
+                "remote_segment_missing_object",
+            ),
+            F.when(
+                (state == "COPY_SEGMENT_STARTED") & (copy_age > cfg.stuck_copy_s), "remote_segment_stuck_copy"
+            ),
+            F.when(
+                (state == "DELETE_SEGMENT_STARTED") & (delete_age > cfg.stuck_delete_s),
+                "remote_segment_stuck_delete",
+            ),
+            F.when(overdue, "remote_segment_retention_overdue"),
+            F.when(overlap, "remote_segment_overlap"),
+        ),
+        lambda k: k.isNotNull(),
+    )
+    hit = s.select("*", F.explode(kinds).alias("_kind"))
+    k = F.col("_kind")
+    evidence = F.struct(
+        *evidence_common,
+        F.col("max_timestamp_ms"),
+        F.col("leader_epochs"),
+        present_roles.alias("present_roles"),
+        F.when(k == "remote_segment_missing_object", F.col("missing_roles")).alias("missing_roles"),
+        F.when(k == "remote_segment_stuck_copy", F.lit(cfg.stuck_copy_s))
+        .when(k == "remote_segment_stuck_delete", F.lit(cfg.stuck_delete_s))
+        .alias("threshold_s"),
+        F.when(k == "remote_segment_retention_overdue", F.col("retention_ms")).alias("retention_ms"),
+        F.when(k == "remote_segment_retention_overdue", F.lit(cfg.retention_grace_s)).alias("grace_s"),
+        F.when(k == "remote_segment_overlap", F.col("prev_segment")).alias("overlaps_segment"),
+        F.when(k == "remote_segment_overlap", F.col("prev_end")).alias("overlaps_end_offset"),
+        F.when(k == "remote_segment_overlap", F.col("prev_epochs")).alias("overlaps_leader_epochs"),
+    )
+    return _rows(
+        hit,
+        kind=k,
+        severity=F.when(k == "remote_segment_missing_object", "critical").otherwise("warning"),
+        action="investigate",
+        evidence=evidence,
+        path=path,
+        object_key=_segment_key(cfg, "log"),
+        bytes_=F.when(
+            k.isin("remote_segment_stuck_copy", "remote_segment_stuck_delete"),
+            F.coalesce(F.col("object_bytes"), F.lit(0)),
+        ).otherwise(F.col("segment_size")),
+        age=F.when(k == "remote_segment_stuck_copy", copy_age)
+        .when(k == "remote_segment_stuck_delete", delete_age)
+        .when(k == "remote_segment_retention_overdue", age_seconds(now, F.col("max_timestamp_ms")))
+        .otherwise(age_seconds(now, F.col("state_ms"))),
+    )
+
+
+def _events(events: DataFrame, cfg: KafkaAuditConfig) -> DataFrame:
+    """Corrupt records (``corrupt_metadata``) and illegal transitions."""
+    where = F.concat(
+        F.lit(cfg.metadata_topic + "/"),
+        F.col("metadata_partition").cast("string"),
+        F.lit("@"),
+        F.col("metadata_offset").cast("string"),
+    )
+    ev = F.struct(
+        F.col("kind").alias("event"),
+        F.lit(cfg.metadata_topic).alias("metadata_topic"),
+        F.col("metadata_partition"),
+        F.col("metadata_offset"),
+        F.col("topic"),
+        F.col("topic_id"),
+        F.col("partition"),
+        F.col("segment_id"),
+        F.col("from_state"),
+        F.col("to_state"),
+        F.col("problem"),
+    )
+    corrupt = F.col("kind") == "corrupt"
+    return _rows(
+        events,
+        kind=F.when(corrupt, "corrupt_metadata").otherwise("remote_segment_illegal_transition"),
+        severity=F.when(corrupt, "critical")
+        .when(F.col("kind") == "illegal_transition", "warning")
+        .otherwise("info"),
+        action="investigate",
+        evidence=ev,
+        path=where,
+        age=age_seconds(cfg.as_of_ms, F.col("event_ms")),
+    )
+
+
+def _growth(partitions: DataFrame, events: DataFrame, cfg: KafkaAuditConfig) -> DataFrame:
+    """One finding for the whole metadata topic when records per live segment exceed the threshold."""
+    totals = partitions.agg(
+        F.coalesce(F.sum("records"), F.lit(0)).alias("records"),
+        F.coalesce(F.sum("live_segments"), F.lit(0)).alias("live_segments"),
+        F.count(F.lit(1)).alias("partitions"),
+    ).crossJoin(events.agg(F.count(F.lit(1)).alias("unapplied")))
+    total = F.col("records") + F.col("unapplied")
+    ratio = total / F.greatest(F.col("live_segments"), F.lit(1))
+    grown = totals.filter(
+        (total >= F.lit(cfg.growth_min_records)) & (ratio > F.lit(cfg.growth_records_per_segment))
+    )
+    return _rows(
+        grown,
+        kind="remote_segment_metadata_growth",
+        severity="info",
+        action="none",
+        evidence=F.struct(
+            total.alias("records"),
+            F.col("live_segments"),
+            F.round(ratio, 1).alias("records_per_live_segment"),
+            F.col("partitions").alias("user_partitions"),
+            F.lit(cfg.growth_records_per_segment).alias("threshold"),
+        ),
+        path=F.lit(cfg.metadata_topic),
+    )
+
+
+def run_kafka_audit(tables: dict[str, DataFrame], cfg: KafkaAuditConfig) -> DataFrame:
+    """Findings (``schemas.FINDINGS`` columns) from the Kafka inventory tables."""
+    segments, partitions = tables["remote_segments"], tables["remote_partitions"]
+    events, objects, topics = tables["remote_log_events"], tables["remote_objects"], tables["kafka_topics"]
+    blind = events.filter(F.col("kind") == "corrupt").count()
+    raw = (
+        _objects(objects, segments, partitions, topics, blind, cfg)
+        .unionByName(_segments(segments, objects, topics, cfg))
+        .unionByName(_events(events, cfg))
+        .unionByName(_growth(partitions, events, cfg))
+    )
+    return to_findings(raw)
