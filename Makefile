@@ -75,6 +75,7 @@ proto: setup
 bench: setup
 	$(PY) bench/bench_zk_collect.py
 	$(PY) bench/bench_audit.py
+	$(PY) bench/bench_kafka.py
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache .mypy_cache .ruff_cache spark-warehouse

@@ -46,40 +46,56 @@ H = 3_600_000
 
 
 def generate(segments: int, partitions: int) -> list[MetadataRecord]:
-    """Records of ``segments`` segments spread over ``partitions`` user partitions of 100 topics."""
-    out: list[MetadataRecord] = []
+    """Records of ``segments`` segments spread over ``partitions`` user partitions of 100 topics.
+
+    Each user partition's record prefix is encoded once by ``encode_record`` and the per-segment
+    fields are packed behind it (the bytes are identical; checked on the first segment).
+    """
+    import struct
+
     tips = [
         TopicIdPartition(f"topic-{p % 100}", uuid_from_bytes((p % 100 + 1).to_bytes(16, "big")), p // 100)
         for p in range(partitions)
     ]
+    marker = bytes(range(1, 17))  # a segment id found nowhere else in the record
+    sid0 = uuid_from_bytes(marker)
+    heads, upd_heads = [], []
+    for tip in tips:
+        start = encode_record(
+            SegmentRecord(tip, sid0, 0, 0, 1, 0, 0, ((0, 0),), 0, None, "COPY_SEGMENT_STARTED")
+        )
+        upd = encode_record(SegmentUpdateRecord(tip, sid0, 1, 0, None, "COPY_SEGMENT_FINISHED"))
+        heads.append(start[: start.index(marker)])
+        upd_heads.append(upd[: upd.index(marker)])
+    body = struct.Struct(">qqiqq")
+    epoch = struct.Struct(">iq")
+    upd_body = struct.Struct(">iq")
     per = segments // partitions
+    out: list[MetadataRecord] = []
     off = 0
     for i in range(segments):
-        tip = tips[i % partitions]
-        sid = uuid_from_bytes((i + 1_000_000_000).to_bytes(16, "big"))
+        p = i % partitions
+        raw_sid = (i + 1_000_000_000).to_bytes(16, "big")
         lo = (i // partitions) * 1000
         ms = NOW - 48 * H + (i // partitions) * 1000
-        start = SegmentRecord(
-            tip, sid, lo, lo + 999, 1, ms, ms, ((0, lo),), 1 << 20, None, "COPY_SEGMENT_STARTED"
-        )
-        out.append(MetadataRecord(0, off, ms, encode_record(start)))
-        out.append(
-            MetadataRecord(
-                0,
-                off + 1,
-                ms,
-                encode_record(SegmentUpdateRecord(tip, sid, 1, ms + 5, None, "COPY_SEGMENT_FINISHED")),
+        start = (
+            heads[p] + raw_sid + b"\x00" + body.pack(lo, lo + 999, 1, ms, ms)
+            + b"\x02" + epoch.pack(0, lo) + b"\x00" + (1 << 20).to_bytes(4, "big") + b"\x00\x00\x00"
+        )  # fmt: skip
+        if i == 0:
+            sid = uuid_from_bytes(raw_sid)
+            want = SegmentRecord(
+                tips[p], sid, lo, lo + 999, 1, ms, ms, ((0, lo),), 1 << 20, None, "COPY_SEGMENT_STARTED"
             )
-        )
-        off += 2
+            assert start == encode_record(want)
+        out.append(MetadataRecord(0, off, ms, start))
+        states = [(ms + 5, 1)]
         if i // partitions < per // 10:  # the oldest tenth deleted by retention
-            for state in ("DELETE_SEGMENT_STARTED", "DELETE_SEGMENT_FINISHED"):
-                out.append(
-                    MetadataRecord(
-                        0, off, ms, encode_record(SegmentUpdateRecord(tip, sid, 1, ms + 9, None, state))
-                    )
-                )
-                off += 1
+            states += [(ms + 9, 2), (ms + 9, 3)]
+        for k, (t, state) in enumerate(states, 1):
+            out.append(MetadataRecord(0, off + k, ms, upd_heads[p] + raw_sid + b"\x00" + upd_body.pack(1, t)
+                                      + b"\x00" + bytes([state, 0])))  # fmt: skip
+        off += 1 + len(states)
     return out
 
 

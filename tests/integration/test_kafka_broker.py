@@ -155,7 +155,8 @@ def test_real_broker_records_and_planted_leaks(broker: KafkaBroker, spark, tmp_p
         shutil.copytree(doomed_dir, saved)
         from confluent_kafka.admin import AdminClient
 
-        AdminClient({"bootstrap.servers": servers}).delete_topics(["doomed"])["doomed"].result(60)
+        admin = AdminClient({"bootstrap.servers": servers})  # kept alive until the future resolves
+        admin.delete_topics(["doomed"])["doomed"].result(60)
 
         def doomed_deleted():
             st = replayed(servers)[1]

@@ -249,7 +249,7 @@ def test_collect_from_dump_and_local_directory(spark, planted):
     inv = collect_kafka_inventory(
         spark, str(planted["tmp"] / "inv"), source=None, store=store, dump=str(dump)
     )
-    assert inv.counts["remote_segments"] == 10
+    assert inv.counts["remote_segments"] == 9
     assert inv.counts["remote_log_events"] == 2
     assert inv.counts["remote_objects"] == sum(len(v) for v in planted["files"].values())
     tables = load_kafka_inventory(spark, str(planted["tmp"] / "inv"))

@@ -96,11 +96,18 @@ def test_errors_name_the_record():
         decode_record(None)  # type: ignore[arg-type]
 
 
-def test_tagged_fields_are_skipped():
+def test_tagged_fields():
+    import dataclasses
+
     data = encode_record(RECORDS[2])
     # replace the record's empty tagged-field section with one unknown tagged field (tag 5, 3 bytes)
     tagged = data[:-1] + b"\x01\x05\x03abc"
-    assert decode_record(tagged) == RECORDS[2]
+    rec = decode_record(tagged)
+    assert rec == dataclasses.replace(RECORDS[2], tagged_fields=((5, b"abc"),))
+    assert encode_record(rec) == tagged
+    # a Kafka 4.1 segment metadata record for a segment without a transaction index: TxnIndexEmpty
+    seg = decode_record(encode_record(RECORDS[0])[:-1] + b"\x01\x00\x01\x01")
+    assert seg.tagged_fields == ((0, b"\x01"),)
 
 
 @settings(max_examples=200, deadline=None)

@@ -4,7 +4,9 @@ FORMATS.md section 8. A value is ``uvarint frame version (1)``, ``uvarint api ke
 version`` and the message body in Kafka's flexible-version encoding: big-endian integers, compact
 strings and bytes (``uvarint(len + 1)``, 0 = null), UUIDs as two int64 (most significant first),
 and every struct, nested ones included, closed by its tagged fields (``uvarint count`` then
-``uvarint tag, uvarint size, bytes`` each; none are known, all are skipped).
+``uvarint tag, uvarint size, bytes`` each). Nested structs' tagged fields are skipped; the record's
+own are kept as read (Kafka 4.x brokers write tag 0 of a segment metadata record, KIP-1058's
+``TxnIndexEmpty``, when the segment has no transaction index).
 
 Kafka prints a UUID as URL-safe base64 without padding (22 characters); object keys of the remote
 storage plugins use that form, so records carry it too.
@@ -13,6 +15,7 @@ storage plugins use that form, so records carry it too.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import struct
 from dataclasses import dataclass
 
@@ -93,6 +96,7 @@ class SegmentRecord:
     segment_size: int
     custom_metadata: bytes | None
     state: str
+    tagged_fields: tuple[tuple[int, bytes], ...] = ()  # the record's own, as read (tag, bytes)
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,7 @@ class SegmentUpdateRecord:
     event_timestamp_ms: int
     custom_metadata: bytes | None
     state: str
+    tagged_fields: tuple[tuple[int, bytes], ...] = ()  # the record's own, as read (tag, bytes)
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,7 @@ class PartitionDeleteRecord:
     broker_id: int
     event_timestamp_ms: int
     state: str
+    tagged_fields: tuple[tuple[int, bytes], ...] = ()  # the record's own, as read (tag, bytes)
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,7 @@ class SegmentSnapshotRecord:
     segment_size: int
     custom_metadata: bytes | None
     state: str
+    tagged_fields: tuple[tuple[int, bytes], ...] = ()  # the record's own, as read (tag, bytes)
 
 
 RemoteLogRecord = SegmentRecord | SegmentUpdateRecord | PartitionDeleteRecord | SegmentSnapshotRecord
@@ -206,13 +213,15 @@ class _Reader:
         n = self.uvarint(f"{what} length")
         return None if n == 0 else self.take(n - 1, what)
 
-    def tagged_fields(self, what: str) -> None:
+    def tagged_fields(self, what: str) -> tuple[tuple[int, bytes], ...]:
         count = self.uvarint(f"{what} tagged field count")
         if count > _MAX_COLLECTION:
             raise self.fail(f"{what}: {count} tagged fields")
+        out = []
         for _ in range(count):
-            self.uvarint(f"{what} tag")
-            self.take(self.uvarint(f"{what} tagged field size"), f"{what} tagged field")
+            tag = self.uvarint(f"{what} tag")
+            out.append((tag, self.take(self.uvarint(f"{what} tagged field size"), f"{what} tagged field")))
+        return tuple(out)
 
     def leader_epochs(self) -> tuple[tuple[int, int], ...]:
         n = self.uvarint("SegmentLeaderEpochs length")
@@ -320,10 +329,10 @@ def decode_record(value: bytes, where: str = "__remote_log_metadata") -> RemoteL
             custom_metadata=r.nullable_bytes("CustomMetadata"),
             state=r.state(SEGMENT_STATES, "RemoteLogSegmentState"),
         )
-    r.tagged_fields("record")
+    tagged = r.tagged_fields("record")
     if r.pos != len(r.buf):
         raise r.fail(f"{len(r.buf) - r.pos} trailing bytes")
-    return record
+    return dataclasses.replace(record, tagged_fields=tagged) if tagged else record
 
 
 # -- encoding (tests, benchmarks and the fixtures that plant records) --------------------------------
@@ -407,7 +416,10 @@ def encode_record(record: RemoteLogRecord) -> bytes:
             + _I8.pack(SEGMENT_STATES.index(record.state))
         )
         api = API_SNAPSHOT
-    return _uvarint(FRAME_VERSION) + _uvarint(api) + _uvarint(0) + body + b"\x00"
+    tagged = _uvarint(len(record.tagged_fields)) + b"".join(
+        _uvarint(tag) + _uvarint(len(value)) + value for tag, value in record.tagged_fields
+    )
+    return _uvarint(FRAME_VERSION) + _uvarint(api) + _uvarint(0) + body + tagged
 
 
 # -- which metadata partition holds a user partition's records ----------------------------------------

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ledgerlens import schemas
 from ledgerlens.kafka.audit import KafkaAuditConfig
-from ledgerlens.pipeline import AuditRun
+from ledgerlens.pipeline import AuditRun, redacted_evidence
+from ledgerlens.redact import redact_obj
 from ledgerlens.sources.kafka_metadata import KafkaSource
 from ledgerlens.sources.remote_storage import RemoteStore
 
@@ -77,7 +78,7 @@ def run(
 
     t3 = time.monotonic()
     findings_path = out / "findings.parquet"
-    final.coalesce(1).write.mode("overwrite").parquet(str(findings_path))
+    redacted_evidence(final).coalesce(1).write.mode("overwrite").parquet(str(findings_path))
     written = spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
     timings["write"] = time.monotonic() - t3
     findings.unpersist()
@@ -93,5 +94,6 @@ def run(
         "dropped_on_reverify": dict(sorted(verdicts.dropped.items())),
         "timings": {k: round(v, 3) for k, v in timings.items()},
     }
+    summary = redact_obj(summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return AuditRun(out, findings_path, summary, dict(inventory.tables))
