@@ -71,4 +71,5 @@ def test_kafka_runbook_runs_headless(tmp_path: Path) -> None:
     )
     summary = report.read_recorded(out, "summary")
     assert summary["counts_by_kind"] == {"remote_segment_stuck_copy": 1}
-    assert report.read_recorded(out, "timeline_states") == ["COPY_SEGMENT_FINISHED", "COPY_SEGMENT_STARTED"]
+    timeline = report.read_recorded(out, "timeline")
+    assert timeline == {"states": ["COPY_SEGMENT_FINISHED", "COPY_SEGMENT_STARTED"], "segments": 4}
