@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from ledgerlens import schemas
-from ledgerlens.audit import KINDS, run_audit, summarize
+from ledgerlens.audit import run_audit, summarize
+from ledgerlens.audit.findings import PULSAR_KINDS as KINDS
 from ledgerlens.config import AuditConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.unit]
