@@ -72,4 +72,4 @@ def test_kafka_runbook_runs_headless(tmp_path: Path) -> None:
     summary = report.read_recorded(out, "summary")
     assert summary["counts_by_kind"] == {"remote_segment_stuck_copy": 1}
     timeline = report.read_recorded(out, "timeline")
-    assert timeline == {"states": ["COPY_SEGMENT_FINISHED", "COPY_SEGMENT_STARTED"], "segments": 4}
+    assert timeline == {"bars_by_state": {"COPY_SEGMENT_FINISHED": 3, "COPY_SEGMENT_STARTED": 1}, "segments": 4}
