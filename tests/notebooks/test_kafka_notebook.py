@@ -72,4 +72,5 @@ def test_kafka_runbook_runs_headless(tmp_path: Path) -> None:
     summary = report.read_recorded(out, "summary")
     assert summary["counts_by_kind"] == {"remote_segment_stuck_copy": 1}
     timeline = report.read_recorded(out, "timeline")
-    assert timeline == {"bars_by_state": {"COPY_SEGMENT_FINISHED": 3, "COPY_SEGMENT_STARTED": 1}, "segments": 4}
+    bars = {"COPY_SEGMENT_FINISHED": 3, "COPY_SEGMENT_STARTED": 1}
+    assert timeline == {"bars_by_state": bars, "segments": 4}
