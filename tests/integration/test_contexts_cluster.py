@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 NOW_MS = default_now_ms()
 DIGEST = "auditor:zk-digest-s3cr3t"
+SASL_PASSWORD = "bob-sasl-s3cr3t"
 
 
 def _keys(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -314,3 +315,65 @@ def test_check_flags_a_shared_bucket_without_cluster_name(
     _write(config, named)
     assert cli.main(["contexts", "check", "east"]) == cli.EXIT_OK
     assert "shared; objects attributed by cluster sandbox" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def sasl_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A ZooKeeper that accepts SASL DIGEST-MD5 logins, holding a healthy cluster only ``bob`` may read."""
+    from kazoo.client import KazooClient
+    from kazoo.security import ACL, Id, Permissions
+
+    from ledgerlens.errors import SandboxError
+    from ledgerlens.sandbox.servers import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zk-sasl"), sasl_users={"bob": SASL_PASSWORD})
+    try:
+        server.start(timeout=120)
+    except SandboxError as e:
+        pytest.fail(f"SASL ZooKeeper did not start: {e}", pytrace=False)
+    try:
+        generate(server.hosts, root="/c", scenario="healthy", now_ms=NOW_MS)
+        client = KazooClient(
+            hosts=server.hosts,
+            sasl_options={"mechanism": "DIGEST-MD5", "username": "bob", "password": SASL_PASSWORD},
+        )
+        client.start()
+        acl = [ACL(Permissions.ALL, Id("sasl", "bob"))]
+        frontier = ["/c"]
+        while frontier:
+            path = frontier.pop()
+            client.set_acls(path, acl)
+            frontier.extend(f"{path}/{c}" for c in client.get_children(path))
+        client.stop()
+        client.close()
+        yield server.hosts
+    finally:
+        server.stop()
+
+
+def test_zookeeper_sasl_jaas_file_is_applied(
+    sasl_zookeeper: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_env: None, capsys: Any
+) -> None:
+    jaas = _write(
+        tmp_path / "client-jaas.conf",
+        "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        f'  username="bob"\n  password="{SASL_PASSWORD}";\n}};\n',
+    )
+    roots = 'ledgers-root = "/c/ledgers"\nmanaged-ledgers-root = "/c/managed-ledgers"\n'
+    config = _write(
+        tmp_path / "contexts.toml",
+        f'[contexts.sasl.metadata]\nzookeeper = "{sasl_zookeeper}"\n{roots}\n'
+        f'[contexts.sasl.auth]\nzookeeper-sasl-jaas-file = "{jaas}"\n\n'
+        f'[contexts.anonymous.metadata]\nzookeeper = "{sasl_zookeeper}"\n{roots}',
+    )
+    monkeypatch.setenv(contexts.CONFIG_ENV, str(config))
+    assert cli.main(["contexts", "check", "anonymous"]) == cli.EXIT_CHECK_FAILED
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].split()[:2] == ["zookeeper", "FAIL"] and "not authorized" in out, out
+    assert cli.main(["contexts", "check", "sasl"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].split()[:2] == ["zookeeper", "ok"], out
+    assert "/c/ledgers (" in out and "/c/managed-ledgers (" in out
+    assert cli.main(["contexts", "show", "sasl"]) == cli.EXIT_OK
+    shown = capsys.readouterr().out
+    assert f"{jaas} (readable)" in shown and SASL_PASSWORD not in shown

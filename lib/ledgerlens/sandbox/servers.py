@@ -258,6 +258,11 @@ class ZooKeeperServer(_Server):
     name = "zookeeper"
     marker = _ZK_MAIN
 
+    def __init__(self, workdir: Path, port: int | None = None, *, sasl_users: dict[str, str] | None = None):
+        """``sasl_users`` (user -> password): also accept SASL DIGEST-MD5 logins of these users."""
+        super().__init__(workdir, port)
+        self.sasl_users = dict(sasl_users or {})
+
     @property
     def hosts(self) -> str:
         """Connection string, ``127.0.0.1:<port>``."""
@@ -278,9 +283,21 @@ class ZooKeeperServer(_Server):
             "4lw.commands.whitelist=*\n"
             "autopurge.purgeInterval=0\n"
         )
+        sasl: list[str] = []
+        if self.sasl_users:
+            jaas = self.workdir / "server-jaas.conf"
+            users = "\n".join(f'  user_{u}="{pw}"' for u, pw in self.sasl_users.items())
+            jaas.write_text(
+                f"Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n{users};\n}};\n"
+            )
+            jaas.chmod(0o600)
+            with cfg.open("a") as f:
+                f.write("authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n")
+            sasl = [f"-Djava.security.auth.login.config={jaas}"]
         java = shutil.which("java") or "java"
         return [
             java,
+            *sasl,
             "-Xms64m",
             "-Xmx512m",
             "-XX:+UseSerialGC",
