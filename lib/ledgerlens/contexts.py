@@ -101,6 +101,7 @@ SETTINGS: tuple[Setting, ...] = (
     # -- the Pulsar cluster
     _s("pulsar.cluster-name", "str", "LEDGERLENS_CLUSTER_NAME", "cluster_name", "", "Pulsar cluster name"),
     _s("pulsar.admin-url", "str", "LEDGERLENS_ADMIN_URL", "admin_url", "", "Pulsar admin (web service) URL"),
+    _s("pulsar.service-url", "str", "LEDGERLENS_SERVICE_URL", "service_url", "", "broker URL (pulsar://)"),
     # -- metadata stores
     _s(
         "metadata.source",
@@ -202,7 +203,7 @@ SETTINGS: tuple[Setting, ...] = (
         "LEDGERLENS_ADMIN_TOKEN_ENV",
         None,
         "",
-        "env var holding the admin token",
+        "env var holding the Pulsar token (admin API and broker)",
         secret=True,
     ),
     _s(
@@ -211,7 +212,7 @@ SETTINGS: tuple[Setting, ...] = (
         "LEDGERLENS_ADMIN_TOKEN_FILE",
         None,
         "",
-        "file holding the admin token",
+        "file holding the Pulsar token (admin API and broker)",
         secret=True,
     ),
     _s(

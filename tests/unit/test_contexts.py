@@ -113,6 +113,8 @@ LAYERED: dict[str, tuple[str, str, str]] = {
     "audit.retention-grace": ("4h", "5h", "6h"),
     "audit.fail-on": ("critical", "warning", "critical"),
     "spark.master": ("local[1]", "local[2]", "local[3]"),
+    "pulsar.service-url": ("pulsar://file:6650", "pulsar://env:6650", "pulsar://flag:6650"),
+    "pulsar.admin-url": ("http://file:8080", "http://env:8080", "http://flag:8080"),
 }
 
 

@@ -95,6 +95,12 @@ def add_parsers(sub: Any) -> None:
         "--service-url", default="", metavar="URL", help="Pulsar service URL (pulsar://host:6650)"
     )
     pub.add_argument(
+        "--context",
+        metavar="NAME",
+        default=None,
+        help="named cluster context: its pulsar.service-url and token (ledgerlens contexts show NAME)",
+    )
+    pub.add_argument(
         "--sandbox", dest="pulsar_sandbox", default=None, metavar="DIR", help="a ledgerlens sandbox"
     )
     pub.add_argument("--topic", default=DELETION_TOPIC, help=f"deletion topic (default {DELETION_TOPIC})")
@@ -136,12 +142,22 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
+    from ledgerlens import contexts
     from ledgerlens.deletion.journal import Journal
     from ledgerlens.deletion.metrics import DeletionMetrics
     from ledgerlens.deletion.publish import publish, pulsar_client
 
     state = _sandbox_state(args.pulsar_sandbox)
-    client = pulsar_client(args.service_url or state.get("service_url", ""))
+    settings = contexts.resolve(
+        args.context, flags={"service_url": args.service_url or state.get("service_url")}
+    )
+    token = settings.admin_token()
+    kwargs: dict[str, Any] = {}
+    if token is not None:
+        import pulsar
+
+        kwargs["authentication"] = pulsar.AuthenticationToken(token.read())
+    client = pulsar_client(settings["pulsar.service-url"], **kwargs)
     try:
         res = publish(
             args.approval,
