@@ -140,6 +140,7 @@ def write_tables(spark: SparkSession, state, base: Path) -> dict[str, str]:
                     "start_offset": seg["start_offset"],
                     "segment_id": seg["segment_id"],
                     "role": pa.array([role] * n),
+                    "etag": pa.nulls(n, pa.string()),
                 }
             ).cast(to_arrow_schema(schemas.REMOTE_OBJECTS))
         )

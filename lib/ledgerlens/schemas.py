@@ -238,6 +238,7 @@ REMOTE_OBJECTS = _schema(
     ("start_offset", _L),
     ("segment_id", _S),
     ("role", _S),  # log, indexes, rsm-manifest (s3-plugin); log, index, timeindex, ... (local)
+    ("etag", _S),  # S3 ETag; local files: "<mtime_ns>-<size>" (what a deleter must find again)
 )
 
 # The cluster's topics and the configs the audit needs, from the admin client.

@@ -114,6 +114,8 @@ def test_s3_plugin_layout_from_a_dump(s3_server, bucket, spark, tmp_path: Path) 
     assert orphan_row["bytes"] == 64 and orphan_row["severity"] == "warning"
     ev = json.loads(orphan_row["evidence"])
     assert ev["store"] == f"s3://{bucket}/{PREFIX}" and ev["reason"].startswith("no segment metadata")
+    # what a deleter must find again: the object's key, size and ETag
+    assert ev["etag"] == s3.head_object(Bucket=bucket, Key=orphan_keys["log"])["ETag"].strip('"')
     summary = json.loads((out / "summary.json").read_text())
     assert summary["inventory_counts"]["remote_objects"] == 12
     assert summary["reverified"] == 7 and summary["dropped_on_reverify"] == {}

@@ -192,6 +192,7 @@ def _objects(
         F.col("start_offset"),
         F.col("role"),
         F.col("last_modified_ms"),
+        F.col("etag"),
         F.col("seg_state").alias("segment_state"),
         F.col("part_delete_state").alias("partition_delete_state"),
         F.col("live_topic").isNotNull().alias("topic_live"),

@@ -84,7 +84,7 @@ def list_items(store: RemoteStore) -> list[str]:
     return items
 
 
-def _row(store: RemoteStore, key: str, size: int, mtime_ms: int) -> dict[str, Any] | None:
+def _row(store: RemoteStore, key: str, size: int, mtime_ms: int, etag: str | None) -> dict[str, Any] | None:
     parsed = parse_remote_key(key, store.layout, store.prefix if store.bucket else "")
     if parsed is None:
         return None
@@ -100,6 +100,7 @@ def _row(store: RemoteStore, key: str, size: int, mtime_ms: int) -> dict[str, An
         "start_offset": parsed.start_offset,
         "segment_id": parsed.segment_id,
         "role": parsed.role,
+        "etag": etag,
     }
 
 
@@ -121,7 +122,13 @@ def list_objects(
                 st = entry.stat()
             except FileNotFoundError:
                 continue
-            row = _row(store, f"{item}/{entry.name}", st.st_size, int(st.st_mtime * 1000))
+            row = _row(
+                store,
+                f"{item}/{entry.name}",
+                st.st_size,
+                int(st.st_mtime * 1000),
+                f"{st.st_mtime_ns}-{st.st_size}",
+            )
             if row is None:
                 stats["not_segment"] = stats.get("not_segment", 0) + 1
                 continue
@@ -135,7 +142,13 @@ def list_objects(
             Bucket=store.bucket, Prefix=item, PaginationConfig={"PageSize": 1000}
         ):
             for obj in page.get("Contents", ()):
-                row = _row(store, obj["Key"], int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000))
+                row = _row(
+                    store,
+                    obj["Key"],
+                    int(obj["Size"]),
+                    int(obj["LastModified"].timestamp() * 1000),
+                    str(obj.get("ETag", "")).strip('"') or None,
+                )
                 if row is None:
                     stats["not_segment"] = stats.get("not_segment", 0) + 1
                     continue
