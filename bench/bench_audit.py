@@ -367,6 +367,11 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
         "schema_ledgers": schema_ledgers,
         "namespace_policies": policies,
         "offload_objects": objs,
+        "pulsar_tenants": spark.range(20).select(
+            F.format_string("tenant-%d", n).alias("tenant"),
+            F.format_string("/admin/policies/tenant-%d", n).alias("path"),
+            F.lit("zk:bench").alias("store"),
+        ),
     }
     counts = {}
     for name, df in tables.items():

@@ -59,6 +59,56 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
         + (" (required unless --sandbox or --context)" if zookeeper_required else ""),
     )
     g.add_argument(
+        "--source",
+        choices=["zk", "zk-snapshot", "admin"],
+        default=None,
+        help="how the metadata is read: zk, a live ZooKeeper scan (default); zk-snapshot, a ZooKeeper "
+        "data directory (--zk-data-dir), zero load on the ensemble; admin, Pulsar and BookKeeper "
+        "admin REST APIs",
+    )
+    g.add_argument(
+        "--zk-data-dir",
+        metavar="DIR",
+        default=None,
+        help="--source zk-snapshot: ZooKeeper's dataDir (or a copy, a backup); the newest "
+        "version-2/snapshot.<zxid> (plain, .gz or .snappy) is read and every transaction log after "
+        "it replayed. A chroot in --zookeeper selects the Pulsar tree inside it",
+    )
+    g.add_argument(
+        "--zk-until",
+        metavar="ZXID|TIME",
+        default=None,
+        help="--source zk-snapshot: the state at this zxid (0x1a2b or decimal) or time (ISO-8601 or "
+        "epoch ms) instead of the newest one, for a forensic audit of the past",
+    )
+    g.add_argument(
+        "--bookkeeper-metadata",
+        metavar="KIND:LOCATION",
+        default=None,
+        help="where BookKeeper's ledger metadata lives when it is not --zookeeper, e.g. "
+        "zk:zk1:2181/ledgers (the path is the ledgers root; bookkeeperMetadataServiceUri values such "
+        "as metadata-store:zk:host:2181/ledgers or zk+hierarchical://host:2181/ledgers work too), or "
+        "zk-snapshot:DATA_DIR#/ledgers",
+    )
+    g.add_argument(
+        "--pulsar-metadata",
+        metavar="KIND:LOCATION",
+        action="append",
+        default=None,
+        help="a Pulsar metadata store, as the broker's metadataStoreUrl: zk:zk1:2181,zk2:2181/chroot "
+        "(or zk-snapshot:DATA_DIR#/chroot). Repeat for every Pulsar cluster sharing the BookKeeper "
+        "cluster: references are the union, ledgers of tenants found in none of them are "
+        "foreign_ledger (info), never orphans",
+    )
+    g.add_argument(
+        "--deleted-tenant",
+        metavar="NAME",
+        action="append",
+        default=None,
+        help="a tenant known to be deleted from this cluster: its ledgers become orphan candidates "
+        "again instead of foreign_ledger (repeatable)",
+    )
+    g.add_argument(
         "--sandbox",
         metavar="DIR",
         default=None,
@@ -312,6 +362,7 @@ def format_summary(summary: dict[str, Any], out_dir: Path, findings_path: Path |
 def cmd_audit(args: argparse.Namespace) -> int:
     settings = _settings(args)
     zk, s3, audit = settings.audit_inputs(args.as_of)
+    stores = settings.stores()
     from ledgerlens import pipeline
 
     out = Path(args.out)
@@ -319,7 +370,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     spark, owned = _spark_session(master, conf)
     try:
         run = pipeline.run(
-            spark, zk, s3, audit, out, progress=not args.no_progress, context=settings.public()
+            spark,
+            zk,
+            s3,
+            audit,
+            out,
+            progress=not args.no_progress,
+            context=settings.public(),
+            stores=stores,
         )
     finally:
         if owned:
@@ -338,7 +396,17 @@ def notebook_parameters(args: argparse.Namespace) -> dict[str, Any]:
     """
     settings = _settings(args)
     settings.audit_inputs(args.as_of)  # validate early, with the same messages as ``audit``
+    settings.stores()
+    stores = {  # passed only when given: the runbook's defaults are the same
+        "source": args.source or "",
+        "zk_data_dir": str(Path(args.zk_data_dir).resolve()) if args.zk_data_dir else "",
+        "zk_until": args.zk_until or "",
+        "bookkeeper_metadata": args.bookkeeper_metadata or "",
+        "pulsar_metadata": " ".join(args.pulsar_metadata or ()),
+        "deleted_tenants": " ".join(args.deleted_tenant or ()),
+    }
     return {
+        **{k: v for k, v in stores.items() if v},
         "context": settings.context or "",
         "zookeeper": args.zookeeper or "",
         "s3_endpoint": args.s3_endpoint or "",

@@ -146,6 +146,9 @@ class AuditConfig:
     retention_grace_s: int = 6 * 3600
     open_ledger_max_age_s: int = 7 * 24 * 3600
     inactive_cursor_age_s: int = 7 * 24 * 3600
+    # tenants known to be deleted from the audited cluster: their ledgers are orphan candidates
+    # again instead of foreign_ledger (audit/ownership.py)
+    deleted_tenants: tuple[str, ...] = ()
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -36,7 +36,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledgerlens.config import (
     AuditConfig,
@@ -50,6 +50,9 @@ from ledgerlens.config import (
 )
 from ledgerlens.errors import ConfigError
 from ledgerlens.redact import redact, register_secret
+
+if TYPE_CHECKING:
+    from ledgerlens.sources.stores import Stores
 
 __all__ = [
     "CONFIG_ENV",
@@ -693,11 +696,50 @@ class Settings:
         }
         if as_of:
             kwargs["as_of_ms"] = parse_time_ms(as_of)
+        if self["audit.deleted-tenants"]:
+            kwargs["deleted_tenants"] = tuple(sorted(set(self["audit.deleted-tenants"])))
         return AuditConfig(**kwargs)
 
-    def audit_inputs(self, as_of: str = "") -> tuple[ZooKeeperSource, S3Source | None, AuditConfig]:
-        """The audit's inputs: ``(ZooKeeperSource, S3Source | None, AuditConfig)``."""
-        return self.zookeeper_source(), self.s3_source(), self.audit_config(as_of)
+    def _stores_without_zookeeper(self) -> bool:
+        """The metadata stores are named without ``--zookeeper`` (a snapshot, or both roles)."""
+        if self["metadata.zookeeper"]:
+            return False
+        if self["metadata.source"] == "zk-snapshot" and self["metadata.zk-data-dir"]:
+            return True
+        return bool(self["metadata.bookkeeper"] and self["metadata.pulsar"])
+
+    def audit_inputs(self, as_of: str = "") -> tuple[ZooKeeperSource | None, S3Source | None, AuditConfig]:
+        """The audit's inputs: ``(ZooKeeperSource | None, S3Source | None, AuditConfig)``; no
+        ZooKeeperSource when the stores are named otherwise (see :meth:`stores`)."""
+        zk = None if self._stores_without_zookeeper() else self.zookeeper_source()
+        return zk, self.s3_source(), self.audit_config(as_of)
+
+    def stores(self) -> Stores:
+        """The BookKeeper and Pulsar metadata stores (``ledgerlens.sources.stores``): ``--source``,
+        ``--zookeeper``, ``--zk-data-dir``, ``--zk-until``, ``--bookkeeper-metadata``,
+        ``--pulsar-metadata``; live stores get the scan settings and credentials of this context."""
+        from ledgerlens.sources.stores import Stores
+
+        base = ZooKeeperSource(
+            hosts=self["metadata.zookeeper"] or "unset",
+            ledgers_root=self["metadata.ledgers-root"] or "/ledgers",
+            managed_ledgers_root=self["metadata.managed-ledgers-root"] or "/managed-ledgers",
+            rate_limit=self["metadata.rate-limit"],
+            timeout_s=self["metadata.timeout"],
+            auth=self.zookeeper_auth(),
+        )
+        if not self._stores_without_zookeeper():
+            self.zookeeper_source()  # the same error as before when nothing names a store
+        return Stores.from_options(
+            self["metadata.zookeeper"],
+            source=self["metadata.source"] or "zk",
+            ledgers_root=self["metadata.ledgers-root"] or "/ledgers",
+            bookkeeper=self["metadata.bookkeeper"],
+            pulsar=list(self["metadata.pulsar"]),
+            zk_data_dir=self["metadata.zk-data-dir"],
+            zk_until=self["metadata.zk-until"],
+            base=base,
+        )
 
     # -- what people read
 

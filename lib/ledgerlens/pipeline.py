@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
+    from ledgerlens.sources.stores import Stores
+
 # Owner columns of a ledger, joined onto candidates so re-verification knows what to re-read.
 _OWNER_COLUMNS = {
     "managed_ledger": "ml_owner",
@@ -92,33 +94,75 @@ def _auditor() -> str:
         return "unknown"
 
 
+def foreign_by_tenant(findings: DataFrame) -> dict[str, dict[str, int]]:
+    """Per tenant of another Pulsar cluster (``""``: owner unknown), what it has in the audited stores.
+
+    ``{tenant: {"ledgers", "bytes", "objects", "object_bytes"}}`` from the ``foreign_ledger`` and
+    ``foreign_offload_object`` findings.
+    """
+    from pyspark.sql import functions as F
+
+    size = F.coalesce("bytes", F.lit(0))
+    ledger, obj = F.col("kind") == "foreign_ledger", F.col("kind") == "foreign_offload_object"
+    rows = (
+        findings.filter(ledger | obj)
+        .groupBy(F.coalesce("tenant", F.lit("")).alias("t"))
+        .agg(
+            F.sum(F.when(ledger, 1).otherwise(0)).alias("n"),
+            F.sum(F.when(ledger, size).otherwise(0)).alias("b"),
+            F.sum(F.when(obj, 1).otherwise(0)).alias("on"),
+            F.sum(F.when(obj, size).otherwise(0)).alias("ob"),
+        )
+        .collect()
+    )
+    return {
+        r["t"]: {
+            "ledgers": int(r["n"]),
+            "bytes": int(r["b"]),
+            "objects": int(r["on"]),
+            "object_bytes": int(r["ob"]),
+        }
+        for r in sorted(rows, key=lambda r: r["t"])
+    }
+
+
 def run(
     spark: SparkSession,
-    zk: ZooKeeperSource,
+    zk: ZooKeeperSource | None,
     s3: S3Source | None,
     audit: AuditConfig,
     out_dir: str | Path,
     *,
     progress: bool = True,
     context: dict[str, Any] | None = None,
+    stores: Stores | None = None,
 ) -> AuditRun:
     """Collect, audit, re-verify and write ``findings.parquet`` and ``summary.json`` under ``out_dir``.
 
     ``context`` (``ledgerlens.contexts.Settings.public()``: the context's name and the resolved
-    settings, secrets redacted) is recorded in the summary as ``context``.
+    settings, secrets redacted) is recorded in the summary as ``context``. ``stores`` names the
+    BookKeeper and Pulsar metadata stores (``ledgerlens.sources.stores``); without it ``zk`` is one
+    live ZooKeeper holding both.
     """
     from pyspark.sql import functions as F
 
     from ledgerlens.audit import order_findings, run_audit, summarize
     from ledgerlens.collect import collect_inventory, load_inventory
+    from ledgerlens.errors import ConfigError
     from ledgerlens.reverify import REVERIFIED_KINDS, reverify
+    from ledgerlens.sources.stores import Stores
+
+    if stores is None:
+        if zk is None:
+            raise ConfigError("no metadata store given")
+        stores = Stores.single(zk)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
 
     t0 = time.monotonic()
-    inventory = collect_inventory(spark, zk, s3, str(out / "inventory"), progress=progress)
+    inventory = collect_inventory(spark, stores.sources(), s3, str(out / "inventory"), progress=progress)
     timings.update({f"collect.{k}": v for k, v in inventory.timings.items()})
     timings["collect"] = time.monotonic() - t0
 
@@ -137,7 +181,17 @@ def run(
     timings["audit"] = time.monotonic() - t1
 
     t2 = time.monotonic()
-    verdicts = reverify(candidates, zk, s3, blind_spots=blind_spots(tables))
+    live = stores.live_zookeeper()
+    if live is None:
+        raise ConfigError("re-verification needs live stores")  # the snapshot source lands later
+    verdicts = reverify(
+        candidates,
+        live[0],
+        s3,
+        blind_spots=blind_spots(tables),
+        pulsar=live[1],
+        deleted_tenants=audit.deleted_tenants,
+    )
     kept_rows = [schemas.to_row(schemas.FINDINGS, r) for r in verdicts.keep]
     kept = spark.createDataFrame(kept_rows, schemas.FINDINGS)
     final = order_findings(rest.unionByName(kept))
@@ -154,6 +208,9 @@ def run(
         "as_of_ms": audit.as_of_ms,
         "auditor": _auditor(),
         **summarize(final_written),
+        "sources": stores.describe(),
+        "deleted_tenants": sorted(audit.deleted_tenants),
+        "foreign_by_tenant": foreign_by_tenant(final_written),
         "inventory_counts": inventory.counts,
         "s3_scanned": inventory.s3_scanned,
         "reverified": len(candidates),

@@ -20,7 +20,7 @@ import re
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -29,6 +29,9 @@ from ledgerlens.errors import LedgerLensError
 from ledgerlens.figures import SEVERITY_COLORS, SEVERITY_ORDER, human_bytes
 from ledgerlens.redact import leaked_names, redact, redact_html, redact_notebook
 from ledgerlens.redact import secret_values as secret_values
+
+if TYPE_CHECKING:
+    from ledgerlens.sources.stores import Stores
 
 RECORD_KEY = "ledgerlens"
 """Output metadata key that marks a recorded result: ``{"ledgerlens": <name>}``."""
@@ -182,26 +185,31 @@ def error_html(error: BaseException) -> str:
 # --- inputs shared by the CLI and the runbook ----------------------------------------------------------
 
 
-def audit_inputs(
+def runbook_settings(
     zookeeper: str = "",
     *,
     context: str = "",
     s3_endpoint: str = "",
     bucket: str = "",
     min_orphan_age: str = "",
-    as_of: str = "",
     ledgers_root: str = "",
     retention_grace: str = "",
-) -> tuple[ZooKeeperSource, S3Source | None, AuditConfig]:
-    """Sources and audit settings from the runbook parameters / CLI options (strings, as typed).
+    source: str = "",
+    zk_data_dir: str = "",
+    zk_until: str = "",
+    bookkeeper_metadata: str = "",
+    pulsar_metadata: str = "",
+    deleted_tenants: str = "",
+) -> Any:
+    """``ledgerlens.contexts.Settings`` of the runbook parameters (strings, as typed).
 
     Resolved by ``ledgerlens.contexts.resolve``: an empty parameter is "not given" and falls back
-    to the environment, then the ``context``, then the built-in default. No bucket: no S3
-    inventory (offload rules do not run). Empty ``as_of``: now.
+    to the environment, then the ``context``, then the built-in default. ``pulsar_metadata`` and
+    ``deleted_tenants`` are space-separated.
     """
     from ledgerlens import contexts
 
-    settings = contexts.resolve(
+    return contexts.resolve(
         context or None,
         flags={
             "zookeeper": zookeeper,
@@ -210,10 +218,34 @@ def audit_inputs(
             "min_orphan_age": min_orphan_age,
             "ledgers_root": ledgers_root,
             "retention_grace": retention_grace,
+            "source": source,
+            "zk_data_dir": zk_data_dir,
+            "zk_until": zk_until,
+            "bookkeeper_metadata": bookkeeper_metadata,
+            "pulsar_metadata": pulsar_metadata,
+            "deleted_tenant": deleted_tenants.replace(",", " ").split(),
         },
         flag_layer="parameter",
     )
-    return settings.audit_inputs(as_of)
+
+
+def audit_inputs(
+    zookeeper: str = "",
+    *,
+    as_of: str = "",
+    **params: str,
+) -> tuple[ZooKeeperSource | None, S3Source | None, AuditConfig]:
+    """Sources and audit settings from the runbook parameters / CLI options (:func:`runbook_settings`).
+
+    No bucket: no S3 inventory (offload rules do not run). Empty ``as_of``: now. No ZooKeeperSource
+    when the metadata stores are named otherwise (:func:`audit_stores`).
+    """
+    return runbook_settings(zookeeper, **params).audit_inputs(as_of)  # type: ignore[no-any-return]
+
+
+def audit_stores(zookeeper: str = "", **params: str) -> Stores:
+    """The metadata stores (``ledgerlens.sources.stores.Stores``) of the runbook parameters."""
+    return runbook_settings(zookeeper, **params).stores()  # type: ignore[no-any-return]
 
 
 def live_kernel() -> bool:

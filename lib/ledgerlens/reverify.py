@@ -18,8 +18,10 @@ is safer than a false positive. Each drop is counted by kind and reason.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +32,13 @@ from ledgerlens.formats.names import encode_component, parse_managed_ledger, top
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.schema import decode_schema_locator
+from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot
 from ledgerlens.sources.zookeeper import PipelinedReader, connect
+
+# A store re-verification reads: a live ZooKeeper, or a point-in-time source with ``reads()`` and
+# the same root attributes (``sources.zk_snapshot.ZooKeeperSnapshot``).
+Store = ZooKeeperSource | ZooKeeperSnapshot
+
 
 REVERIFIED_KINDS = ("orphan_ledger", "missing_ledger", "orphan_offload_object", "missing_offload_object")
 USER_METADATA_ML = "managedledgername"
@@ -72,7 +80,7 @@ class _Reads:
         return out
 
 
-def _owner_path(row: dict[str, Any], zk: ZooKeeperSource) -> tuple[str, str] | None:
+def _owner_path(row: dict[str, Any], zk: Store) -> tuple[str, str] | None:
     """(node path, what it is) of the node that would reference an orphan ledger candidate."""
     comp = row.get("component")
     ml_root = zk.managed_ledgers_root
@@ -116,24 +124,93 @@ _NODE_KIND = {
 }
 
 
+def _key(store: Any) -> str:
+    return f"zk:{store.hosts}" if isinstance(store, ZooKeeperSource) else str(store.location)
+
+
+def _open(store: Any) -> Any:
+    """Point reads of a store: a live ZooKeeper session, or the store's own ``reads()`` (snapshots)."""
+    return _Reads(store) if isinstance(store, ZooKeeperSource) else store.reads()
+
+
+def _owner_verdict(
+    r: dict[str, Any], owners: Sequence[dict[int, tuple[str, str] | None]], data: Sequence[dict[str, Any]]
+) -> str | None:
+    """Why an orphan candidate no longer holds in any Pulsar store, or None when it still does."""
+    for own, got in zip(owners, data, strict=True):
+        owner = own[id(r)]
+        if owner is None:
+            return "owner unknown"
+        node = got.get(owner[0])
+        if node is None:
+            continue  # owner gone from this store
+        if isinstance(node, Exception):
+            return "owner node unreadable"
+        try:
+            refs = _references(owner[1], node, owner[0])
+        except LedgerLensError:
+            return "owner node does not decode"
+        if int(r["ledger_id"]) in refs:
+            return "referenced again since the scan"
+    return None
+
+
+def _live_tenants(pulsar_reads: Sequence[tuple[Store, Any]], tenants: Sequence[str]) -> set[str]:
+    """The ``tenants`` that exist in at least one live Pulsar store (``audit/ownership.py``'s rule):
+    a node under the policies, managed-ledgers or schemas root."""
+    live: set[str] = set()
+    for store, rd in pulsar_reads:
+        nodes = {
+            f"{root.rstrip('/')}/{t}": t
+            for t in tenants
+            if t not in live
+            for root in (store.policies_root, store.managed_ledgers_root, store.schemas_root)
+        }
+        got = rd.get_many(nodes)
+        live.update(t for p, t in nodes.items() if got.get(p) is not None)
+    return live
+
+
+def _as_foreign(r: dict[str, Any], kind: str = "foreign_ledger", ml: str | None = None) -> dict[str, Any]:
+    """An orphan candidate whose tenant is in no live Pulsar store: a foreign (info) finding."""
+    try:
+        evidence = json.loads(r.get("evidence") or "{}")
+    except ValueError:
+        evidence = {}
+    tenant = ml.split("/")[0] if ml else r.get("tenant")
+    evidence.update(tenant=tenant, reason="tenant in none of the given Pulsar metadata stores (live)")
+    out = {**r, "kind": kind, "severity": "info", "action": "none", "evidence": json.dumps(evidence)}
+    if ml:
+        out.update(managed_ledger=ml, tenant=tenant)
+    return out
+
+
 def reverify(
     candidates: Sequence[dict[str, Any]],
-    zk: ZooKeeperSource,
+    zk: Store,
     s3: S3Source | None,
     *,
     blind_spots: Sequence[str] = (),
     s3_client_factory: Callable[[], Any] | None = None,
+    pulsar: Sequence[Store] | None = None,
+    deleted_tenants: Iterable[str] = (),
 ) -> Verdicts:
     """Check every candidate again; see the module docstring for what each check is.
 
     ``candidates`` are finding rows (dicts with the FINDINGS columns) joined with the owner
     columns of the ledger (``ml_owner``, ``cursor_node``, ``schema_id``, ``compacted_topic``,
     ``delayed_topic``, ``delayed_cursor``). ``blind_spots`` are managed-ledger names or prefixes
-    whose metadata did not decode; ``""`` stands for every managed ledger.
+    whose metadata did not decode; ``""`` stands for every managed ledger. ``zk`` holds
+    BookKeeper's ledgers; ``pulsar`` are the Pulsar metadata stores (default: ``zk`` itself); a
+    snapshot store is read at its own point in time. An
+    orphan ledger whose tenant exists in none of them (and is not in ``deleted_tenants``) is
+    turned into ``foreign_ledger`` (``audit/ownership.py``).
     """
     v = Verdicts()
     if not candidates:
         return v
+    stores = list(pulsar) if pulsar else [zk]
+    deleted = set(deleted_tenants)
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for row in candidates:
         by_kind.setdefault(row["kind"], []).append(row)
@@ -143,17 +220,34 @@ def reverify(
             return bool(blind_spots)
         return any(b == "" or ml == b or ml.startswith(b + "/") for b in blind_spots)
 
-    with _Reads(zk) as reads:
-        # Ledger existence for ledger findings; owner / referencing nodes.
-        ledger_rows = by_kind.get("orphan_ledger", []) + by_kind.get("missing_ledger", [])
-        node_paths = [ledger_path(int(r["ledger_id"]), zk.ledgers_root) for r in ledger_rows]
-        owners = {id(r): _owner_path(r, zk) for r in by_kind.get("orphan_ledger", [])}
-        node_paths += [o[0] for o in owners.values() if o]
-        node_paths += [r["path"] for r in by_kind.get("missing_ledger", []) if r.get("path")]
-        node_paths += [r["path"] for r in by_kind.get("missing_offload_object", []) if r.get("path")]
-        got = reads.get_many(node_paths)
+    with ExitStack() as stack:
+        sessions: dict[str, Any] = {}
+        for store in [zk, *stores]:
+            if _key(store) not in sessions:
+                sessions[_key(store)] = stack.enter_context(_open(store))
+        reads = sessions[_key(zk)]
+        pulsar_reads = [(store, sessions[_key(store)]) for store in stores]
 
-        for r in by_kind.get("orphan_ledger", []):
+        # Ledger existence for ledger findings; owner / referencing nodes in every Pulsar store.
+        ledger_rows = by_kind.get("orphan_ledger", []) + by_kind.get("missing_ledger", [])
+        got = reads.get_many(ledger_path(int(r["ledger_id"]), zk.ledgers_root) for r in ledger_rows)
+        orphans = by_kind.get("orphan_ledger", [])
+        owners = [{id(r): _owner_path(r, store) for r in orphans} for store in stores]
+        tenants = sorted({t for r in orphans if (t := r.get("tenant")) and t not in deleted})
+        live_tenants = _live_tenants(pulsar_reads, tenants)
+        owner_data: list[dict[str, Any]] = []
+        for (_store, rd), own in zip(pulsar_reads, owners, strict=True):
+            paths = [o[0] for o in own.values() if o]
+            paths += [r["path"] for r in by_kind.get("missing_ledger", []) if r.get("path")]
+            paths += [r["path"] for r in by_kind.get("missing_offload_object", []) if r.get("path")]
+            owner_data.append(rd.get_many(paths))
+        pgot: dict[str, Any] = {}  # Pulsar nodes: the first store that has the node
+        for nodes in owner_data:
+            for path, value in nodes.items():
+                if pgot.get(path) is None:
+                    pgot[path] = value
+
+        for r in orphans:
             node = got.get(ledger_path(int(r["ledger_id"]), zk.ledgers_root))
             if node is None:
                 v.drop(r, "ledger deleted since the scan")
@@ -161,33 +255,22 @@ def reverify(
             if isinstance(node, Exception):
                 v.drop(r, "ledger node unreadable at re-verification")
                 continue
-            owner = owners[id(r)]
-            if owner is None:
-                v.drop(r, "owner unknown")
+            tenant = r.get("tenant")
+            if tenant not in deleted and tenant not in live_tenants:
+                v.keep.append(_as_foreign(r))
                 continue
-            data = got.get(owner[0])
-            if data is None:
-                v.keep.append(r)  # owner gone entirely: still orphaned
-                continue
-            if isinstance(data, Exception):
-                v.drop(r, "owner node unreadable")
-                continue
-            try:
-                refs = _references(owner[1], data, owner[0])
-            except LedgerLensError:
-                v.drop(r, "owner node does not decode")
-                continue
-            if int(r["ledger_id"]) in refs:
-                v.drop(r, "referenced again since the scan")
-            else:
+            verdict = _owner_verdict(r, owners, owner_data)
+            if verdict is None:
                 v.keep.append(r)
+            else:
+                v.drop(r, verdict)
 
         for r in by_kind.get("missing_ledger", []):
             node = got.get(ledger_path(int(r["ledger_id"]), zk.ledgers_root))
             if node is not None:
                 v.drop(r, "ledger exists (created after the scan)")
                 continue
-            data = got.get(r.get("path") or "")
+            data = pgot.get(r.get("path") or "")
             if data is None or isinstance(data, Exception):
                 v.drop(r, "referencing node gone or unreadable")
                 continue
@@ -208,7 +291,7 @@ def reverify(
                 for r in objects:
                     v.drop(r, "no S3 source to re-verify against")
             else:
-                _reverify_objects(v, by_kind, got, reads, zk, s3, blind, s3_client_factory)
+                _reverify_objects(v, by_kind, pgot, pulsar_reads, s3, blind, deleted, s3_client_factory)
     return v
 
 
@@ -216,10 +299,10 @@ def _reverify_objects(
     v: Verdicts,
     by_kind: dict[str, list[dict[str, Any]]],
     got: dict[str, Any],
-    reads: _Reads,
-    zk: ZooKeeperSource,
+    pulsar_reads: Sequence[tuple[Store, Any]],
     s3: S3Source,
     blind: Callable[[str | None], bool],
+    deleted: set[str],
     s3_client_factory: Callable[[], Any] | None,
 ) -> None:
     from concurrent.futures import ThreadPoolExecutor
@@ -240,9 +323,15 @@ def _reverify_objects(
             continue
         lowered = {k.lower(): val for k, val in meta.items()}
         owner_mls[id(r)] = lowered.get(USER_METADATA_ML)
-    ml_nodes = reads.get_many(
-        f"{zk.managed_ledgers_root}/{ml}" for ml in owner_mls.values() if ml and not blind(ml)
-    )
+    tenants = {ml.split("/")[0] for ml in owner_mls.values() if ml} - deleted
+    live_tenants = _live_tenants(pulsar_reads, sorted(tenants))
+    wanted = sorted({ml for ml in owner_mls.values() if ml and not blind(ml)})
+    ml_nodes: dict[str, Any] = {}  # ML name -> its node in the first Pulsar store that has it
+    for store, rd in pulsar_reads:
+        nodes = rd.get_many(f"{store.managed_ledgers_root}/{w}" for w in wanted)
+        for w in wanted:
+            if ml_nodes.get(w) is None:
+                ml_nodes[w] = nodes.get(f"{store.managed_ledgers_root}/{w}")
     for r in orphans:
         if head_of[id(r)] is None:
             v.drop(r, "object deleted since the scan")
@@ -252,14 +341,17 @@ def _reverify_objects(
             why = "owner managed ledger is a blind spot" if ml else "owner unknown while blind spots exist"
             v.drop(r, why)
             continue
+        if ml and ml.split("/")[0] in tenants - live_tenants:
+            v.keep.append(_as_foreign(r, "foreign_offload_object", ml))
+            continue
         if ml:
-            data = ml_nodes.get(f"{zk.managed_ledgers_root}/{ml}")
+            data = ml_nodes.get(ml)
             if isinstance(data, Exception):
                 v.drop(r, "owner node unreadable")
                 continue
             if data is not None:
                 try:
-                    rec = mlf.decode_managed_ledger(data, path=f"{zk.managed_ledgers_root}/{ml}")
+                    rec = mlf.decode_managed_ledger(data, path=f"managed ledger {ml}")
                 except LedgerLensError:
                     v.drop(r, "owner node does not decode")
                     continue

@@ -156,6 +156,14 @@ OFFLOAD_OBJECTS = _schema(
     ("etag", _S),  # as listed; a deletion plan records it and the deleter checks it again
 )
 
+# The tenants of each Pulsar metadata store (children of /admin/policies): with the tenants of
+# managed ledgers, schemas and namespace policies, what the audited cluster owns (audit/ownership.py).
+PULSAR_TENANTS = _schema(
+    ("tenant", _S),
+    ("path", _S),  # /admin/policies/tenant
+    ("store", _S),  # the Pulsar metadata store it was found in (InventorySource.location)
+)
+
 INVENTORY: Mapping[str, T.StructType] = {
     "bk_ledgers": BK_LEDGERS,
     "managed_ledgers": MANAGED_LEDGERS,
@@ -164,6 +172,7 @@ INVENTORY: Mapping[str, T.StructType] = {
     "schema_ledgers": SCHEMA_LEDGERS,
     "namespace_policies": NAMESPACE_POLICIES,
     "offload_objects": OFFLOAD_OBJECTS,
+    "pulsar_tenants": PULSAR_TENANTS,
 }
 
 # -- Kafka tiered storage (KIP-405) ------------------------------------------------------------

@@ -31,6 +31,7 @@ class FakePipeline:
     error: Exception | None = None
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     contexts: list[dict[str, Any] | None] = field(default_factory=list)
+    stores: list[Any] = field(default_factory=list)
 
     def run(
         self,
@@ -42,9 +43,11 @@ class FakePipeline:
         *,
         progress: bool = True,
         context: dict[str, Any] | None = None,
+        stores: Any = None,
     ) -> FakeRun:
         self.calls.append((spark, zk, s3, audit, Path(out_dir), progress))
         self.contexts.append(context)
+        self.stores.append(stores)
         if self.error:
             raise self.error
         return FakeRun(Path(out_dir), Path(out_dir) / "findings.parquet", self.summary)

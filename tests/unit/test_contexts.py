@@ -370,13 +370,22 @@ def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     from ledgerlens import pipeline
 
-    state = types.SimpleNamespace(calls=[], contexts=[], masters=[], confs=[], summary={})
+    state = types.SimpleNamespace(calls=[], contexts=[], masters=[], confs=[], summary={}, stores=[])
 
     def run(
-        spark: Any, zk: Any, s3: Any, audit: Any, out: Any, *, progress: bool = True, context: Any = None
+        spark: Any,
+        zk: Any,
+        s3: Any,
+        audit: Any,
+        out: Any,
+        *,
+        progress: bool = True,
+        context: Any = None,
+        stores: Any = None,
     ) -> Any:
         state.calls.append((spark, zk, s3, audit))
         state.contexts.append(context)
+        state.stores.append(stores)
         return types.SimpleNamespace(
             out_dir=out, findings_path=Path(out) / "findings.parquet", summary=state.summary
         )

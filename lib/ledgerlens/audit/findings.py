@@ -14,8 +14,10 @@ from ledgerlens.audit.names import ml_namespace, ml_tenant
 PULSAR_KINDS: tuple[str, ...] = (
     "orphan_ledger",
     "unattributed_ledger",
+    "foreign_ledger",
     "missing_ledger",
     "orphan_offload_object",
+    "foreign_offload_object",
     "missing_offload_object",
     "incomplete_offload",
     "offloaded_not_deleted",
@@ -38,6 +40,10 @@ KAFKA_KINDS: tuple[str, ...] = (
     "remote_segment_metadata_growth",
 )
 KINDS: tuple[str, ...] = PULSAR_KINDS + KAFKA_KINDS
+
+# Kinds only re-verification produces (it reads what the inventory does not hold, e.g. an object's
+# user metadata); ``run_audit`` never emits them.
+REVERIFICATION_KINDS: tuple[str, ...] = ("foreign_offload_object",)
 
 # A rule's row before the final touch: the findings columns with tenant/namespace hints, plus the
 # managed ledger whose node path and existence the final step looks up (``owner_ml``).

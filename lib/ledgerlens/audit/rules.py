@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds, explode_findings, finding, raw_finding
 from ledgerlens.audit.names import ANY, ml_namespace, topic_to_ml
+from ledgerlens.audit.ownership import is_owned, tenant_of_name
 from ledgerlens.audit.references import ML_TAG, SCHEMA_TAG, owner_prefixes
 from ledgerlens.config import AuditConfig
 
@@ -215,6 +216,8 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
         owner_prefixes(F.when(comp == "schema", F.lit(SCHEMA_TAG)).otherwise(F.lit(ML_TAG)), owner),
     ).otherwise(F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}")))
     owner_ml = F.when(comp != "schema", owner)
+    tenant = tenant_of_name(owner)
+    owned = is_owned(tenant)
     orphan = raw_finding(
         kind="orphan_ledger",
         severity="warning",
@@ -225,6 +228,7 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
         cursor=F.coalesce("bk_cursor", "delayed_cursor"),
         path=F.col("bk_path"),
         bytes_=F.col("length"),
+        tenant=tenant,
         age_seconds=age_seconds(now, F.col("ctime_ms")),
         owner_ml=owner_ml,
         evidence=F.struct(
@@ -242,6 +246,30 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
             "delayed_cursor",
             "bucket_key",
             F.lit(config.min_orphan_age_s).alias("min_orphan_age_s"),
+        ),
+    )
+    foreign = raw_finding(
+        kind="foreign_ledger",
+        severity="info",
+        component=F.when((comp == _ML) & F.col("bk_cursor").isNotNull(), F.lit("cursor")).otherwise(comp),
+        action="none",
+        ledger_id=F.col("ledger_id"),
+        managed_ledger=owner_ml,
+        cursor=F.coalesce("bk_cursor", "delayed_cursor"),
+        path=F.col("bk_path"),
+        bytes_=F.col("length"),
+        tenant=tenant,
+        age_seconds=age_seconds(now, F.col("ctime_ms")),
+        evidence=F.struct(
+            tenant.alias("tenant"),
+            F.when(tenant.isNull(), F.lit("owner unknown"))
+            .otherwise(F.lit("tenant in none of the given Pulsar metadata stores"))
+            .alias("reason"),
+            "ctime_ms",
+            "length",
+            "state",
+            comp.alias("component"),
+            owner.alias("owner"),
         ),
     )
     unattributed = raw_finding(
@@ -318,8 +346,16 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
     )
     return [
         (
-            unreferenced_old & (F.col("application") == "pulsar") & _not_hidden(prefixes),
+            unreferenced_old & (F.col("application") == "pulsar") & owned & _not_hidden(prefixes),
             orphan,
+        ),
+        (
+            # an unknown owner (null tenant) stays silent while blind spots may hide it, as orphans do
+            unreferenced_old
+            & (F.col("application") == "pulsar")
+            & ~owned
+            & (tenant.isNotNull() | _not_hidden(prefixes)),
+            foreign,
         ),
         (
             unreferenced_old & (F.col("application").isNull() | (F.col("application") != "pulsar")),
@@ -371,7 +407,13 @@ OFFLOAD_ROW = (
 
 
 def ledger_rules(
-    joined: DataFrame, spots: DataFrame, config: AuditConfig, *, offload: bool, materialize: bool = True
+    joined: DataFrame,
+    spots: DataFrame,
+    config: AuditConfig,
+    *,
+    offload: bool,
+    materialize: bool = True,
+    owned: DataFrame,
 ) -> tuple[DataFrame, DataFrame | None]:
     """``orphan_ledger``, ``unattributed_ledger``, ``missing_ledger``, ``open_ledger_overdue`` and
     ``retention_overdue`` in one pass over ``joined``; with ``offload``, also the offloaded ledgers
@@ -379,6 +421,7 @@ def ledger_rules(
 
     The big join is filtered to candidate rows (and offloaded ledgers) with cheap conditions; that
     small result goes through one shuffle that both consumers share, so the join runs once.
+    ``owned`` is ``ownership.owned_tenants`` (one row): ledgers of other tenants are ``foreign_ledger``.
     """
     now = config.as_of_ms
     ref, is_ml = F.col("ref_component"), F.col("ref_component") == _ML
@@ -404,7 +447,7 @@ def ledger_rules(
     # Java's 64 KB method limit).
     step = joined.filter(candidate | offloaded if offload else candidate)
     step = step.localCheckpoint(eager=True) if materialize else step.repartition("ledger_id")
-    rows = step.filter(candidate).crossJoin(F.broadcast(spots))
+    rows = step.filter(candidate).crossJoin(F.broadcast(spots)).crossJoin(F.broadcast(owned))
     parts = [rows.filter(cond).select(f.alias("f")).select("f.*") for cond, f in _ledger_items(config)]
     findings = parts[0]
     for p in parts[1:]:

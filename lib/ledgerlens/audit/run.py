@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from ledgerlens import schemas
 from ledgerlens.audit import rules
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
+from ledgerlens.audit.ownership import owned_tenants
 from ledgerlens.audit.references import blind_spots, cursor_references, schema_references
 from ledgerlens.config import AuditConfig
 
@@ -28,6 +29,11 @@ def _inputs(tables: Mapping[str, DataFrame]) -> tuple[dict[str, DataFrame], Data
         if df is None:
             df = spark.createDataFrame([], schema)
         out[name] = df.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
+    name = "pulsar_tenants"
+    df = tables.get(name)
+    if df is None:
+        df = spark.createDataFrame([], schemas.INVENTORY[name])
+    out[name] = df.select(*[F.col(f.name).cast(f.dataType) for f in schemas.INVENTORY[name].fields])
     objects = tables.get("offload_objects")
     if objects is not None:
         schema = schemas.OFFLOAD_OBJECTS
@@ -48,7 +54,8 @@ def run_audit(
     ----------
     tables
         Inventory DataFrames keyed as ``schemas.INVENTORY``. Without ``offload_objects`` (S3 not
-        scanned) the offload rules are skipped.
+        scanned) the offload rules are skipped. ``pulsar_tenants`` may be absent (older
+        inventories): ownership then comes from the other Pulsar tables (``audit/ownership.py``).
     config
         Thresholds and ``as_of_ms`` ('now').
     offload_bucket
@@ -72,8 +79,9 @@ def run_audit(
         schema_references(t["schema_ledgers"]), allowMissingColumns=True
     )
     joined = rules.join_bookkeeper(t["bk_ledgers"], refs)
+    owned = owned_tenants(t, config.deleted_tenants)
     ledger_findings, offloaded = rules.ledger_rules(
-        joined, spots, config, offload=objects is not None, materialize=materialize
+        joined, spots, config, offload=objects is not None, materialize=materialize, owned=owned
     )
     parts = [
         ledger_findings,

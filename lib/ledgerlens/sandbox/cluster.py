@@ -79,6 +79,11 @@ class GroundTruth:
     expected: list[dict[str, Any]]
     controls: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    # Another Pulsar cluster sharing this BookKeeper cluster and bucket (planted scenario): its
+    # Pulsar metadata lives under ``foreign_root``; ``foreign`` lists the findings of ``expected``
+    # (all info) that disappear when that store is audited too (``--pulsar-metadata``).
+    foreign_root: str | None = None
+    foreign: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> str:
         """JSON text (sorted keys, indented)."""
@@ -215,9 +220,18 @@ class _Cluster:
     """Collects znodes, S3 objects, expected findings and controls; then writes them."""
 
     def __init__(
-        self, root: str, now_ms: int, bucket: str | None, endpoint: str | None, s3_aged: bool, seed: int
+        self,
+        root: str,
+        now_ms: int,
+        bucket: str | None,
+        endpoint: str | None,
+        s3_aged: bool,
+        seed: int,
+        bk_root: str | None = None,
     ) -> None:
         self.root = root.rstrip("/")
+        self.bk_root = bk_root
+        self.cluster_name = CLUSTER
         self.now = now_ms
         self.bucket = bucket
         self.endpoint = endpoint
@@ -234,7 +248,7 @@ class _Cluster:
     # paths
     @property
     def ledgers_root(self) -> str:
-        return self.root + "/ledgers"
+        return self.bk_root or self.root + "/ledgers"
 
     def ml_path(self, ml_name: str) -> str:
         return f"{self.root}/managed-ledgers/{ml_name}"
@@ -311,14 +325,14 @@ class _Cluster:
         blob, idx = wire.offload_data_object(entries, max_block_size=4096)
         if data:
             self.objects.append(
-                (data_key, blob, wire.offload_user_metadata("data", ml_name, cluster=CLUSTER))
+                (data_key, blob, wire.offload_user_metadata("data", ml_name, cluster=self.cluster_name))
             )
         if index:
             self.objects.append(
                 (
                     index_key,
                     wire.offload_index_v1(md, idx, len(blob)),
-                    wire.offload_user_metadata("index", ml_name, cluster=CLUSTER),
+                    wire.offload_user_metadata("index", ml_name, cluster=self.cluster_name),
                 )
             )
         return data_key, index_key
@@ -1125,6 +1139,74 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
     c.control("young_orphan", ledger_id=young_id, managed_ledger=live, note="ctime 2 h before now")
 
 
+FOREIGN_TENANT = "othercorp"
+
+
+def _foreign_cluster(c: _Cluster, root: str) -> list[dict[str, Any]]:
+    """Another Pulsar cluster on the same BookKeeper cluster and bucket, healthy on its own.
+
+    Its ledgers and offloaded objects go to ``c``'s BookKeeper root and bucket, its Pulsar
+    metadata (tenant, namespace, topic, cursor, schema) under ``root``. Audited from ``c``'s Pulsar
+    store alone, its old ledgers are ``foreign_ledger`` and its old objects ``foreign_offload_object``
+    (info): they are added to ``c``'s expectations and returned.
+    """
+    o = _Cluster(root, c.now, c.bucket, c.endpoint, c.s3_aged, c.rng.randrange(1 << 30), c.ledgers_root)
+    o.nodes, o.objects = c.nodes, c.objects  # one ZooKeeper, one bucket
+    o.new_id = c.new_id  # type: ignore[method-assign]  # one ledger id space: one BookKeeper cluster
+    o.cluster_name = "other"
+    now = c.now
+    info = {"adminRoles": [], "allowedClusters": [o.cluster_name]}
+    o.put(f"{o.root}/admin/policies/{FOREIGN_TENANT}", json.dumps(info).encode())
+    o.namespace(f"{FOREIGN_TENANT}/billing", _policies(retention=(-1, -1)))
+    topic = f"persistent://{FOREIGN_TENANT}/billing/invoices"
+    name = wire.managed_ledger_name(topic)
+    leds = _closed_series(o, 2, first_ts=now - 3 * DAY, step=DAY, last_open_ctime=now - 3 * HOUR)
+    off = Offload(o.uuid(), complete=True, bookkeeper_deleted=True, timestamp_ms=now - 2 * DAY)
+    first = leds[0]
+    leds[0] = Ledger(
+        first.ledger_id,
+        first.entries,
+        first.size,
+        first.timestamp_ms,
+        first.ctime_ms,
+        in_bk=False,
+        offload=off,
+    )
+    sub = o.cursor_ledger(name, "billing-sub", now - 2 * DAY)
+    o.topic(
+        topic, leds, [Cursor("billing-sub", (leds[-1].ledger_id, 0), now - 5 * MINUTE, cursor_ledger=sub)]
+    )
+    schema_ledger = o.new_id()
+    sid = o.schema(topic, [schema_ledger])
+    c.counts["bk_ledgers"] += o.counts["bk_ledgers"]
+    found = [
+        _finding("foreign_ledger", "info", component="managed-ledger", ledger_id=leds[1].ledger_id,
+                 managed_ledger=name, path=c.ledger_path(leds[1].ledger_id)),
+        _finding("foreign_ledger", "info", component="cursor", ledger_id=sub, managed_ledger=name,
+                 cursor="billing-sub", path=c.ledger_path(sub)),
+        _finding("foreign_ledger", "info", component="schema", ledger_id=schema_ledger,
+                 path=c.ledger_path(schema_ledger)),
+    ]  # fmt: skip
+    assert sid.startswith(FOREIGN_TENANT + "/")
+    if c.bucket is not None and c.s3_aged:
+        for key in (
+            wire.offload_data_key(off.uuid, first.ledger_id),
+            wire.offload_index_key(off.uuid, first.ledger_id),
+        ):
+            found.append(
+                _finding(
+                    "foreign_offload_object",
+                    "info",
+                    component="offload",
+                    ledger_id=first.ledger_id,
+                    managed_ledger=name,
+                    object_key=key,
+                )
+            )
+    c.expected.extend(found)
+    return found
+
+
 def _assert_undecodable(data: bytes, cls: Any) -> None:
     try:
         cls.FromString(data)
@@ -1259,8 +1341,12 @@ def generate(
         seed if seed is not None else zlib.crc32(f"{scenario}|{zk_hosts}|{root}|{now_ms}".encode()),
     )
     ctx = _healthy(c)
+    foreign: list[dict[str, Any]] = []
+    foreign_root = None
     if scenario == "planted":
         _planted(c, ctx)
+        foreign_root = f"{root}/other-cluster"
+        foreign = _foreign_cluster(c, foreign_root)
     client = _connect(zk_hosts)
     try:
         created = write_znodes(client, c.nodes)
@@ -1292,6 +1378,8 @@ def generate(
         expected=expected,
         controls=c.controls,
         counts=counts,
+        foreign_root=foreign_root,
+        foreign=foreign,
     )
 
 

@@ -258,10 +258,29 @@ class ZooKeeperServer(_Server):
     name = "zookeeper"
     marker = _ZK_MAIN
 
-    def __init__(self, workdir: Path, port: int | None = None, *, sasl_users: dict[str, str] | None = None):
-        """``sasl_users`` (user -> password): also accept SASL DIGEST-MD5 logins of these users."""
+    def __init__(
+        self,
+        workdir: Path,
+        port: int | None = None,
+        *,
+        sasl_users: dict[str, str] | None = None,
+        snap_count: int | None = None,
+        snapshot_compression: str = "",
+        heap: str = "512m",
+    ) -> None:
+        """``sasl_users`` (user -> password): also accept SASL DIGEST-MD5 logins of these users;
+        ``snap_count``: transactions between snapshots (ZooKeeper's default 100,000);
+        ``snapshot_compression``: ``gz`` or ``snappy`` (``zookeeper.snapshot.compression.method``)."""
         super().__init__(workdir, port)
         self.sasl_users = dict(sasl_users or {})
+        self.snap_count = snap_count
+        self.snapshot_compression = snapshot_compression
+        self.heap = heap
+
+    @property
+    def data_dir(self) -> Path:
+        """ZooKeeper's ``dataDir`` (snapshots and transaction logs under ``version-2``)."""
+        return self.workdir / "zk-data"
 
     @property
     def hosts(self) -> str:
@@ -281,7 +300,7 @@ class ZooKeeperServer(_Server):
             "admin.enableServer=false\n"
             "maxClientCnxns=0\n"
             "4lw.commands.whitelist=*\n"
-            "autopurge.purgeInterval=0\n"
+            "autopurge.purgeInterval=0\n" + (f"snapCount={self.snap_count}\n" if self.snap_count else "")
         )
         sasl: list[str] = []
         if self.sasl_users:
@@ -295,11 +314,15 @@ class ZooKeeperServer(_Server):
                 f.write("authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n")
             sasl = [f"-Djava.security.auth.login.config={jaas}"]
         java = shutil.which("java") or "java"
+        extra = [f"-Dzookeeper.snapCount={self.snap_count}"] if self.snap_count else []
+        if self.snapshot_compression:
+            extra.append(f"-Dzookeeper.snapshot.compression.method={self.snapshot_compression}")
         return [
             java,
             *sasl,
             "-Xms64m",
-            "-Xmx512m",
+            f"-Xmx{self.heap}",
+            *extra,
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             "-Djava.net.preferIPv4Stack=true",

@@ -8,7 +8,8 @@ The boto3 client takes credentials from the standard chain; only endpoint and re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +20,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ledgerlens.config import S3Source
 from ledgerlens.errors import SourceError
 from ledgerlens.formats.offload import parse_offload_key
+from ledgerlens.sources.base import InventorySource, Row
 
 __all__ = [
     "HEX_PREFIXES",
     "ListStats",
+    "S3Listing",
     "WorkItem",
     "check_bucket",
     "head_user_metadata",
@@ -159,3 +162,37 @@ def head_user_metadata(client: Any, bucket: str, key: str) -> dict[str, str] | N
             return None
         raise SourceError(f"s3 bucket {bucket}", f"HEAD {key} failed: {e}") from e
     return {k.lower(): v for k, v in resp.get("Metadata", {}).items()}
+
+
+@dataclass(frozen=True)
+class S3Listing(InventorySource):
+    """The tiered-storage bucket as an inventory source: one partition per :func:`work_items` entry."""
+
+    s3: S3Source
+    kind: str = "s3"
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return ("offload_objects",)
+
+    @property
+    def location(self) -> str:
+        return f"s3:{self.s3.endpoint_url or 'aws'}/{self.s3.bucket}"
+
+    def check(self) -> None:
+        check_bucket(make_client(self.s3), self.s3)
+
+    def plan(self, stage: str) -> list[str]:
+        return [str(i) for i in range(len(work_items()))]
+
+    def read(
+        self, stage: str, partitions: Sequence[str], *, rate_limit: float | None, stats: Counter[str]
+    ) -> Iterator[Row]:
+        items = work_items()
+        mine = [items[int(i)] for i in partitions]
+        listed = ListStats()
+        try:
+            for row in list_offload_objects(make_client(self.s3), self.s3.bucket, mine, stats=listed):
+                yield "offload_objects", row
+        finally:
+            stats.update({"s3.keys": listed.keys, "s3.not_offload": listed.not_offload})

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 import struct
 import time
-from collections import deque
-from collections.abc import Iterable, Iterator
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
-from ledgerlens.config import ZooKeeperAuth
+from ledgerlens.config import ZooKeeperAuth, ZooKeeperSource
 from ledgerlens.errors import DecodeError, SourceError
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.managed_ledger import decode_cursor, decode_managed_ledger
@@ -38,8 +38,10 @@ from ledgerlens.formats.names import decode_component, parse_managed_ledger
 from ledgerlens.formats.paths import is_ledger_level1, is_special_znode, ledger_id_from_path
 from ledgerlens.formats.policies import decode_namespace_policies
 from ledgerlens.formats.schema import decode_schema_locator
+from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource, Row
 
 __all__ = [
+    "LiveZooKeeper",
     "NodeRead",
     "PipelinedReader",
     "RateLimiter",
@@ -49,6 +51,7 @@ __all__ = [
     "scan_managed_ledgers",
     "scan_policies",
     "scan_schemas",
+    "scan_tenants",
 ]
 
 # Errors worth retrying on the same path: the session or connection hiccupped, the node is fine.
@@ -881,3 +884,162 @@ def scan_policies(client: KazooClient | PipelinedReader, root: str) -> Iterator[
                 reader.stats.errors += 1
             yield row
         frontier, depth = deeper, depth + 1
+
+
+# -- the live ZooKeeper source -------------------------------------------------------------------
+_MULTI_READ_MAX = 100  # reads per ZooKeeper multiRead request (3.6+; single reads on older servers)
+
+
+def _children(client: KazooClient, path: str) -> list[str] | None:
+    try:
+        return sorted(client.get_children(path))
+    except NoNodeError:
+        return None
+
+
+def ledger_partitions(client: KazooClient, root: str, max_in_flight: int) -> list[str]:
+    """Level-1 + level-2 prefixes of the ledgers root (level 3 too for the 3-digit long layout)."""
+    base = root.rstrip("/")
+    level1 = [n for n in _children(client, root) or () if not is_special_znode(n) and is_ledger_level1(n)]
+    reader = PipelinedReader(client, max_in_flight=max_in_flight)
+    items: list[str] = []
+    frontier = level1
+    for depth in (2, 3):
+        deeper: list[str] = []
+        for r in reader.children([f"{base}/{p}" for p in frontier]):
+            rel = r.path[len(base) + 1 :]
+            if r.error is not None or not r.children:
+                items.append(rel)  # the task lists it again and rows the error (or finds nothing)
+                continue
+            kids = [f"{rel}/{c}" for c in sorted(r.children) if c.isdigit()]
+            long_layout = len(rel.split("/", 1)[0]) == 3
+            if depth == 2 and long_layout:
+                deeper.extend(kids)
+            else:
+                items.extend(kids)
+        frontier = deeper
+        if not frontier:
+            break
+    return sorted(items)
+
+
+def namespace_partitions(client: KazooClient, root: str, max_in_flight: int) -> list[str]:
+    """``tenant/ns`` prefixes under a root; a tenant that cannot be listed stays a prefix itself."""
+    base = root.rstrip("/")
+    tenants = _children(client, root) or []
+    items: list[str] = []
+    for r in PipelinedReader(client, max_in_flight=max_in_flight).children([f"{base}/{t}" for t in tenants]):
+        rel = r.path[len(base) + 1 :]
+        if r.error is not None:
+            items.append(rel)
+        else:
+            items.extend(f"{rel}/{n}" for n in sorted(r.children or ()))
+    return items
+
+
+def scan_tenants(reader: PipelinedReader, root: str, store: str) -> Iterator[dict[str, Any]]:
+    """PULSAR_TENANTS rows: the tenants (children of the policies root) of one Pulsar store."""
+    base = root.rstrip("/")
+    for r in reader.children([root]):
+        for t in sorted(r.children or ()):
+            yield {"tenant": t, "path": f"{base}/{t}", "store": store}
+
+
+@dataclass(frozen=True)
+class LiveZooKeeper(InventorySource):
+    """A live ZooKeeper ensemble: pipelined, rate-limited reads of the stages it is given.
+
+    ``stages`` says which part of the metadata this store holds: BookKeeper's (``bk_ledgers``),
+    Pulsar's (``managed_ledgers``, ``schema_ledgers``, ``namespace_policies``) or both.
+    """
+
+    zk: ZooKeeperSource
+    provides: tuple[str, ...] = BOOKKEEPER_STAGES + PULSAR_STAGES
+    kind: str = "zk"
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return self.provides
+
+    @property
+    def location(self) -> str:
+        return f"zk:{self.zk.hosts}"
+
+    @property
+    def rate_limit(self) -> float | None:
+        return self.zk.rate_limit
+
+    @property
+    def tasks(self) -> int | None:
+        return self.zk.tasks
+
+    def describe(self) -> dict[str, Any]:
+        roots = {
+            "bk_ledgers": self.zk.ledgers_root,
+            "managed_ledgers": self.zk.managed_ledgers_root,
+            "schema_ledgers": self.zk.schemas_root,
+            "namespace_policies": self.zk.policies_root,
+        }
+        return {**super().describe(), "roots": {s: roots[s] for s in self.stages if s in roots}}
+
+    def _connect(self) -> KazooClient:
+        return connect(self.zk.hosts, timeout_s=self.zk.timeout_s, auth=self.zk.auth)
+
+    def check(self) -> None:
+        client = self._connect()
+        client.stop()
+        client.close()
+
+    def plan(self, stage: str) -> list[str]:
+        client = self._connect()
+        try:
+            if stage == "bk_ledgers":
+                return ledger_partitions(client, self.zk.ledgers_root, self.zk.max_in_flight)
+            if stage == "managed_ledgers":
+                return namespace_partitions(client, self.zk.managed_ledgers_root, self.zk.max_in_flight)
+            if stage == "schema_ledgers":
+                return _children(client, self.zk.schemas_root) or []
+            if stage == "namespace_policies":
+                return [self.zk.policies_root]  # a few thousand nodes at most: one task
+            raise ValueError(f"{self.location}: no stage {stage!r}")
+        finally:
+            client.stop()
+            client.close()
+
+    def _multi(self) -> int:
+        """Reads per multiRead request: at most 100, and at least 4 requests fit the in-flight window."""
+        return max(1, min(_MULTI_READ_MAX, self.zk.max_in_flight // 4))
+
+    def read(
+        self, stage: str, partitions: Sequence[str], *, rate_limit: float | None, stats: Counter[str]
+    ) -> Iterator[Row]:
+        scan = ScanStats()
+        client = self._connect()
+        try:
+            reader = PipelinedReader(
+                client,
+                max_in_flight=self.zk.max_in_flight,
+                rate_limit=rate_limit,
+                stats=scan,
+                multi_read=self._multi() if stage != "namespace_policies" else 0,
+            )
+            if stage == "bk_ledgers":
+                for row in scan_ledgers(reader, self.zk.ledgers_root, partitions):
+                    yield "bk_ledgers", row
+            elif stage == "managed_ledgers":
+                yield from scan_managed_ledgers(reader, self.zk.managed_ledgers_root, partitions)
+            elif stage == "schema_ledgers":
+                for row in scan_schemas(reader, self.zk.schemas_root, partitions):
+                    yield "schema_ledgers", row
+            elif stage == "namespace_policies":
+                for root in partitions:
+                    for row in scan_policies(reader, root):
+                        yield "namespace_policies", row
+                    for row in scan_tenants(reader, root, self.location):
+                        yield "pulsar_tenants", row
+            else:
+                raise ValueError(f"{self.location}: no stage {stage!r}")
+        finally:
+            client.stop()
+            client.close()
+            stats.update(scan.as_dict())

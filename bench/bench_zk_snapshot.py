@@ -1,0 +1,124 @@
+"""Benchmark: the ZooKeeper snapshot source against the live scan of the same tree, in one run.
+
+Starts a ZooKeeper 3.9 (a small ``snapCount``, so snapshots are written while the cluster is) and
+writes a healthy generated cluster of ``--ledgers`` ledgers into it, then measures:
+
+(a) the live scan: the ``bk_ledgers`` stage of ``collect_inventory`` over ``--zookeeper`` (pipelined,
+    multiRead, Spark tasks, decoded, written as Parquet), the baseline;
+(b) raw snapshot decoding: every znode of the newest snapshot file (znodes/s, MB/s), one process;
+(c) the snapshot source: the same ``bk_ledgers`` stage from the data directory (planning: log
+    replay and one indexing pass; then Spark tasks decoding byte ranges), ledgers/s.
+
+Prints the ratio (c)/(a) (target >= 10). Usage::
+
+    .venv/bin/python bench/bench_zk_snapshot.py --ledgers 1000000 --master 'local[2]'
+
+Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+
+def _line(label: str, n: int, unit: str, secs: float, extra: str = "") -> None:
+    print(f"{label:<46} {n:>10,} {unit:<7} {secs:8.2f} s {n / secs:10,.0f} {unit}/s{extra}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ledgers", type=int, default=1_000_000)
+    ap.add_argument("--topics", type=int, default=10_000)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--heap", default="6g", help="ZooKeeper heap (a 1M-znode tree needs several GiB)")
+    ap.add_argument("--snap-count", type=int, default=2000)
+    ap.add_argument("--compression", default="", choices=["", "gz", "snappy"])
+    ap.add_argument("--window", type=int, default=1000, help="live scan: max_in_flight per task")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    from pyspark.sql import SparkSession
+
+    from ledgerlens.collect import collect_inventory
+    from ledgerlens.config import ZooKeeperSource
+    from ledgerlens.formats.zkdata import SnapshotReader
+    from ledgerlens.sandbox.cluster import generate_bulk
+    from ledgerlens.sandbox.servers import ZooKeeperServer
+    from ledgerlens.sources.base import BOOKKEEPER_STAGES
+    from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot, find_files
+    from ledgerlens.sources.zookeeper import LiveZooKeeper
+    from ledgerlens.spark import configure
+
+    work = Path(tempfile.mkdtemp(prefix="ll-bench-zksnap-"))
+    server = ZooKeeperServer(
+        work, snap_count=args.snap_count, snapshot_compression=args.compression, heap=args.heap
+    ).start(timeout=120)
+    try:
+        root = f"/bench-{uuid.uuid4().hex[:8]}"
+        t0 = time.perf_counter()
+        generate_bulk(
+            server.hosts,
+            root=root,
+            n_ledgers=args.ledgers,
+            n_topics=args.topics,
+            now_ms=int(time.time() * 1000),
+        )
+        print(
+            f"generated {args.ledgers:,} ledgers under {root} in {time.perf_counter() - t0:.1f} s", flush=True
+        )
+        snaps, logs = find_files(str(server.data_dir))
+        snap = snaps[-1][1]
+        size = os.path.getsize(snap) / 2**20
+        print(f"newest snapshot {os.path.basename(snap)} ({size:,.1f} MiB), {len(logs)} logs", flush=True)
+
+        spark = configure(
+            SparkSession.builder, master=args.master, app_name="bench-zk-snapshot"
+        ).getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        zk = ZooKeeperSource(
+            hosts=server.hosts, ledgers_root=f"{root}/ledgers", rate_limit=0.0, max_in_flight=args.window
+        )
+        with tempfile.TemporaryDirectory() as out:
+            inv = collect_inventory(spark, [LiveZooKeeper(zk, BOOKKEEPER_STAGES)], None, out, progress=False)
+            n = inv.counts["bk_ledgers"]
+            live = n / inv.timings["bk_ledgers"]
+            _line("(a) live scan, collect bk_ledgers", n, "ledgers", inv.timings["bk_ledgers"])
+
+        t0 = time.perf_counter()
+        count = sum(1 for _ in SnapshotReader(snap).nodes())
+        dt = time.perf_counter() - t0
+        mb = os.path.getsize(snap) / 2**20
+        _line("(b) snapshot decode, every znode, 1 process", count, "znodes", dt, f" {mb / dt:8.1f} MB/s")
+
+        src = ZooKeeperSnapshot(
+            str(server.data_dir), ledgers_root=f"{root}/ledgers", provides=BOOKKEEPER_STAGES
+        )
+        with tempfile.TemporaryDirectory() as out:
+            t0 = time.perf_counter()
+            inv = collect_inventory(spark, [src], None, out, progress=False)
+            total = time.perf_counter() - t0
+            assert inv.counts["bk_ledgers"] == n, (inv.counts, n)
+            rate = n / total
+            plan = src.prepare()
+            _line(
+                "(c) snapshot source, collect bk_ledgers",
+                n,
+                "ledgers",
+                total,
+                f" ({plan.replayed:,} txns replayed)",
+            )
+        spark.stop()
+        print(f"(c)/(a) = {rate / live:.2f}  (target >= 10)")
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""The one interface every inventory source implements.
+
+A source is a small, picklable object that knows one store (a live ZooKeeper, a ZooKeeper data
+directory, an admin API, an S3 bucket). For each collection *stage* it provides, it plans its own
+partitions on the driver (cheap listings only) and turns a list of partitions into rows of the
+inventory tables on an executor. It never calls back into the scheduler: ``ledgerlens.collect``
+only schedules partitions as Spark tasks, hands each task its share of the rate limit and writes
+the tables.
+
+Stages, in the order the audit rules require (BookKeeper first, then Pulsar metadata, then S3)::
+
+    bk_ledgers          -> bk_ledgers
+    managed_ledgers     -> managed_ledgers, ml_ledgers, cursors
+    schema_ledgers      -> schema_ledgers
+    namespace_policies  -> namespace_policies, pulsar_tenants
+    offload_objects     -> offload_objects
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "BOOKKEEPER_STAGES",
+    "PULSAR_STAGES",
+    "STAGES",
+    "STAGE_TABLES",
+    "InventorySource",
+    "Row",
+]
+
+STAGE_TABLES: Mapping[str, tuple[str, ...]] = {
+    "bk_ledgers": ("bk_ledgers",),
+    "managed_ledgers": ("managed_ledgers", "ml_ledgers", "cursors"),
+    "schema_ledgers": ("schema_ledgers",),
+    "namespace_policies": ("namespace_policies", "pulsar_tenants"),
+    "offload_objects": ("offload_objects",),
+}
+STAGES: tuple[str, ...] = tuple(STAGE_TABLES)
+BOOKKEEPER_STAGES: tuple[str, ...] = ("bk_ledgers",)
+PULSAR_STAGES: tuple[str, ...] = ("managed_ledgers", "schema_ledgers", "namespace_policies")
+
+# One row of an inventory table: (table name, column -> value); absent columns are null.
+Row = tuple[str, dict[str, Any]]
+
+
+class InventorySource(ABC):
+    """A store that can be inventoried in partitions.
+
+    Subclasses are frozen dataclasses (they travel to executors) holding only settings: no
+    connection, no credentials. ``kind`` is the source kind of the CLI (``zk``, ``zk-snapshot``,
+    ``admin``, ``s3``).
+    """
+
+    kind: str = ""
+
+    @property
+    @abstractmethod
+    def stages(self) -> tuple[str, ...]:
+        """The stages (keys of ``STAGE_TABLES``) this source provides."""
+
+    @property
+    def location(self) -> str:
+        """Where the store is, for messages and ``summary.json`` (no credentials)."""
+        return self.kind
+
+    @property
+    def rate_limit(self) -> float | None:
+        """Reads per second across the whole scan of this source; None: unlimited."""
+        return None
+
+    @property
+    def tasks(self) -> int | None:
+        """Spark tasks per stage; None: the scheduler's default."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """``{"kind", "location", "stages", ...}``: what this source is and which point in time it shows."""
+        return {"kind": self.kind, "location": self.location, "stages": list(self.stages), "as_of": "live"}
+
+    def check(self) -> None:  # noqa: B027 - optional hook
+        """Fail fast on the driver (``SourceError``) when the store cannot be read at all."""
+
+    @abstractmethod
+    def plan(self, stage: str) -> list[str]:
+        """The partitions of ``stage``: short strings, each read by exactly one task (driver side)."""
+
+    @abstractmethod
+    def read(
+        self, stage: str, partitions: Sequence[str], *, rate_limit: float | None, stats: Counter[str]
+    ) -> Iterator[Row]:
+        """Rows of the tables of ``stage`` for ``partitions`` (executor side).
+
+        ``rate_limit`` is this task's share of the scan-wide limit; counters (reads, errors,
+        vanished nodes...) go into ``stats``.
+        """

@@ -1,0 +1,615 @@
+"""The ZooKeeper snapshot source: inventory from a ZooKeeper data directory, zero load on the ensemble.
+
+``ZooKeeperSnapshot(data_dir)`` reads the newest ``version-2/snapshot.<zxid>`` (plain, ``.gz`` or
+``.snappy``) and replays every transaction log after it (``log.<zxid>``, including the
+preallocated tail of the log a running server is writing), or up to ``until`` (a zxid, ``0x...``
+or decimal, or a time: ISO-8601 or epoch ms). The result is the tree as ZooKeeper itself would
+load it, decoded into the same rows as the live scan (``sources.zookeeper``) for the nodes under
+the BookKeeper ledgers root, ``/managed-ledgers``, ``/schemas`` and ``/admin/policies``.
+
+Planning (driver): one pass over the logs keeps the final state of every node they touch under
+those roots (the *overlay*); one pass over the snapshot checks its checksum and cuts the nodes of
+each root into partitions of byte ranges, each carrying the overlay entries of its own nodes (one
+more partition holds the nodes the logs created). Reading (executors): each task seeks to its
+range (uncompressed snapshots; a compressed one is one partition per stage), applies the overlay
+and decodes node by node, in constant memory per node.
+
+What a snapshot cannot tell: nothing is unreadable in a snapshot, so a node whose ACL denies
+``world:anyone`` read is reported as the live scan would see it (an error row, ``NoAuthError``).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledgerlens.errors import ConfigError, DecodeError, SourceError
+from ledgerlens.formats import zkdata
+from ledgerlens.formats.paths import is_ledger_level1, is_special_znode, ledger_id_from_path
+from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource, Row
+from ledgerlens.sources.zookeeper import (
+    CURSORS_T,
+    MANAGED_LEDGERS_T,
+    _name_columns,
+    cursor_row,
+    ledger_row,
+    managed_ledger_rows,
+    policy_row,
+    schema_rows,
+)
+
+__all__ = ["SnapshotPlan", "ZooKeeperSnapshot", "find_files", "parse_until"]
+
+_SNAP = re.compile(r"snapshot\.([0-9a-fA-F]+)(\.gz|\.snappy)?$")
+_LOG = re.compile(r"log\.([0-9a-fA-F]+)$")
+_LEAF = re.compile(r"L\d+")
+_CHUNK_NODES = 50_000  # nodes per partition of an uncompressed snapshot
+_NOAUTH = "NoAuthError (the node's ACL grants world:anyone no read: what the live scan sees)"
+_OPEN_ACL = -1  # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID
+
+
+def parse_until(text: str) -> tuple[str, int] | None:
+    """``--zk-until``: ``("zxid", n)`` for ``0x...`` or a plain number below 2**40... else ``("time", ms)``.
+
+    A decimal number is a zxid when it has fewer than 13 digits (epoch ms have 13), else a time.
+    """
+    from ledgerlens.config import parse_time_ms
+
+    t = (text or "").strip()
+    if not t:
+        return None
+    if t.lower().startswith("0x"):
+        try:
+            return "zxid", int(t, 16)
+        except ValueError as e:
+            raise ConfigError(f"--zk-until {text!r}: not a hex zxid") from e
+    if t.isdigit() and len(t) < 13:
+        return "zxid", int(t)
+    return "time", parse_time_ms(t)
+
+
+def find_files(data_dir: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(snapshots, logs) of a data directory as sorted ``(zxid, path)``; ``version-2`` is looked into."""
+    d = data_dir
+    if os.path.isdir(os.path.join(d, "version-2")):
+        d = os.path.join(d, "version-2")
+    try:
+        names = os.listdir(d)
+    except OSError as e:
+        raise SourceError(f"zk-snapshot {data_dir}", f"cannot list the data directory: {e}") from e
+    snaps, logs = [], []
+    for n in names:
+        m = _SNAP.match(n)
+        if m:
+            snaps.append((int(m.group(1), 16), os.path.join(d, n)))
+        m = _LOG.match(n)
+        if m:
+            logs.append((int(m.group(1), 16), os.path.join(d, n)))
+    if not snaps:
+        raise SourceError(f"zk-snapshot {data_dir}", "no snapshot.<zxid> file (is this ZooKeeper's dataDir?)")
+    return sorted(snaps), sorted(logs)
+
+
+def _fingerprint(data_dir: str) -> tuple[tuple[str, int, int], ...]:
+    snaps, logs = find_files(data_dir)
+    out = []
+    for _, path in snaps[-2:] + logs:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        out.append((path, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+# -- the overlay: what the logs changed -------------------------------------------------------------
+@dataclass
+class _Change:
+    """The final state of one node after the replayed transactions (``deleted`` or new fields)."""
+
+    deleted: bool = False
+    full: bool = False  # created by the logs: every field below is set
+    data: bytes | None = None
+    has_data: bool = False
+    acl: tuple[zkdata.Acl, ...] | None = None
+    stat: dict[str, int] = field(default_factory=dict)
+
+
+def _apply(overlay: dict[str, _Change], rec: zkdata.LogRecord, wanted: tuple[str, ...]) -> None:
+    for op in rec.ops:
+        if not op.path.startswith(wanted):
+            continue
+        c = overlay.get(op.path)
+        if op.kind == "create":
+            overlay[op.path] = _Change(
+                full=True,
+                data=op.data,
+                has_data=True,
+                acl=op.acl,
+                stat={
+                    "czxid": rec.zxid,
+                    "mzxid": rec.zxid,
+                    "ctime": rec.time_ms,
+                    "mtime": rec.time_ms,
+                    "version": 0,
+                    "cversion": 0,
+                    "aversion": 0,
+                    "ephemeral_owner": op.ephemeral_owner,
+                    "pzxid": rec.zxid,
+                },
+            )
+        elif op.kind == "delete":
+            overlay[op.path] = _Change(deleted=True)
+        elif c is not None and c.deleted:
+            continue  # a change to a node already gone: ZooKeeper refuses it too
+        elif op.kind == "setData":
+            c = overlay.setdefault(op.path, _Change())
+            c.data, c.has_data = op.data, True
+            c.stat.update(mzxid=rec.zxid, mtime=rec.time_ms, version=op.version)
+        elif op.kind == "setACL":
+            c = overlay.setdefault(op.path, _Change())
+            c.acl = op.acl
+            c.stat.update(aversion=op.version)
+
+
+def _merge(node: zkdata.SnapshotNode, c: _Change) -> zkdata.SnapshotNode:
+    stat = node.stat._replace(**c.stat) if c.stat else node.stat
+    return node._replace(data=c.data if c.has_data else node.data, stat=stat)
+
+
+# -- the plan --------------------------------------------------------------------------------------
+@dataclass
+class SnapshotPlan:
+    """What the driver worked out once: the files, the point in time, and each stage's partitions."""
+
+    snapshot: str
+    snapshot_zxid: int
+    logs: list[str]
+    last_zxid: int
+    last_time_ms: int | None
+    replayed: int
+    compressed: bool
+    acls: dict[int, list[zkdata.Acl]]
+    partitions: dict[str, list[str]]
+    nodes: int
+    bytes: int
+    overlay: dict[str, _Change] = field(default_factory=dict)
+
+
+_PLANS: dict[tuple[Any, ...], SnapshotPlan] = {}
+
+
+def _encode(obj: Any) -> str:
+    return base64.b64encode(zlib.compress(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), 1)).decode()
+
+
+def _decode(text: str) -> Any:
+    return pickle.loads(zlib.decompress(base64.b64decode(text)))  # noqa: S301 - our own plan, same job
+
+
+@dataclass(frozen=True)
+class ZooKeeperSnapshot(InventorySource):
+    """A ZooKeeper data directory (see the module docstring).
+
+    ``chroot`` is the prefix of the Pulsar (or BookKeeper) tree inside ZooKeeper (as in a connect
+    string ``host:port/chroot``); rows name paths relative to it, exactly as the live scan does.
+    """
+
+    data_dir: str
+    until: str = ""
+    chroot: str = ""
+    ledgers_root: str = "/ledgers"
+    managed_ledgers_root: str = "/managed-ledgers"
+    schemas_root: str = "/schemas"
+    policies_root: str = "/admin/policies"
+    provides: tuple[str, ...] = BOOKKEEPER_STAGES + PULSAR_STAGES
+    chunk_nodes: int = _CHUNK_NODES
+    kind: str = "zk-snapshot"
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return self.provides
+
+    @property
+    def location(self) -> str:
+        return f"zk-snapshot:{self.data_dir}" + (f"#{self.chroot}" if self.chroot else "")
+
+    def _roots(self) -> dict[str, str]:
+        roots = {
+            "bk_ledgers": self.ledgers_root,
+            "managed_ledgers": self.managed_ledgers_root,
+            "schema_ledgers": self.schemas_root,
+            "namespace_policies": self.policies_root,
+        }
+        c = self.chroot.rstrip("/")
+        return {s: c + "/" + r.strip("/") for s, r in roots.items() if s in self.stages}
+
+    # -- driver ---------------------------------------------------------------------------------
+    def prepare(self) -> SnapshotPlan:
+        """The plan (cached per source): pick files, replay the logs, index the snapshot."""
+        key = (
+            self.data_dir,
+            self.until,
+            self.chroot,
+            tuple(sorted(self._roots().items())),
+            self.chunk_nodes,
+            _fingerprint(self.data_dir),  # the files as they are now: a running server keeps writing
+        )
+        plan = _PLANS.get(key)
+        if plan is None:
+            plan = _PLANS[key] = self._prepare()
+        return plan
+
+    def _prepare(self) -> SnapshotPlan:
+        where = f"zk-snapshot {self.data_dir}"
+        until = parse_until(self.until)
+        snaps, logs = find_files(self.data_dir)
+        if until is not None and until[0] == "zxid":
+            snaps = [s for s in snaps if s[0] <= until[1]]
+            if not snaps:
+                raise SourceError(where, f"no snapshot at or before zxid {until[1]:#x}")
+        snap_zxid, snap_path = snaps[-1]
+        # logs: every one from the newest whose first zxid <= the snapshot's, onwards
+        older = [i for i, (z, _) in enumerate(logs) if z <= snap_zxid]
+        chosen = logs[older[-1] if older else 0 :]
+        roots = self._roots()
+        wanted = tuple(r + "/" for r in roots.values())
+        overlay: dict[str, _Change] = {}
+        last_zxid, last_time, replayed, prev = snap_zxid, None, 0, None
+        newest = chosen[-1][1] if chosen else None
+        stop = False
+        for start, path in chosen:
+            if until is not None and until[0] == "zxid" and start > until[1]:
+                break
+            for rec in zkdata.read_log(path, tail_ok=path == newest):
+                if rec.zxid <= snap_zxid:
+                    continue
+                if until is not None and (rec.zxid if until[0] == "zxid" else rec.time_ms) > until[1]:
+                    stop = True
+                    break
+                if prev is not None and rec.zxid >> 32 == prev >> 32 and rec.zxid != prev + 1:
+                    raise DecodeError(
+                        f"{path} offset {rec.offset}", f"transactions missing: {prev:#x} then {rec.zxid:#x}"
+                    )
+                if prev is None and rec.zxid >> 32 == snap_zxid >> 32 and rec.zxid > snap_zxid + 1:
+                    raise DecodeError(
+                        f"{path} offset {rec.offset}",
+                        f"transactions missing after the snapshot: {snap_zxid:#x} then {rec.zxid:#x}",
+                    )
+                _apply(overlay, rec, wanted)
+                prev = last_zxid = rec.zxid
+                last_time = rec.time_ms
+                replayed += 1
+            if stop:
+                break
+        if until is not None and until[0] == "time" and last_time is None:
+            raise SourceError(
+                where, f"{os.path.basename(snap_path)}: no transaction at or before {self.until} to date it"
+            )
+
+        # one pass over the snapshot: checksum, and the byte ranges of each root's nodes
+        reader = zkdata.SnapshotReader(snap_path)
+        compressed = snap_path.endswith((".gz", ".snappy"))
+        parts: dict[str, list[str]] = {s: [] for s in roots}
+        order = sorted(roots.items(), key=lambda kv: len(kv[1]), reverse=True)  # nested roots: deepest first
+        cur_stage: str | None = None
+        chunk_start = 0
+        chunk_n = 0
+        chunk_changes: dict[str, _Change] = {}
+        seen: set[str] = set()
+        n_nodes = 0
+
+        def flush(end: int | None) -> None:
+            if cur_stage is not None and chunk_n:
+                parts[cur_stage].append(_encode(("chunk", chunk_start, end, chunk_changes)))
+
+        for node in reader.nodes():
+            n_nodes += 1
+            stage = next((s for s, r in order if node.path == r or node.path.startswith(r + "/")), None)
+            if stage != cur_stage or (not compressed and chunk_n >= self.chunk_nodes):
+                flush(node.offset)
+                cur_stage, chunk_start, chunk_n, chunk_changes = stage, node.offset, 0, {}
+            if stage is None:
+                continue
+            chunk_n += 1
+            change = overlay.get(node.path)
+            if change is not None:
+                chunk_changes[node.path] = change
+                seen.add(node.path)
+        flush(None if compressed else reader.end_offset - 0)
+        # nodes the logs created (not in the snapshot), one more partition per stage
+        for stage, root in roots.items():
+            extra = {
+                p: c
+                for p, c in overlay.items()
+                if c.full
+                and not c.deleted
+                and p not in seen
+                and (p == root or p.startswith(root + "/"))
+                and next((s for s, r in order if p == r or p.startswith(r + "/")), None) == stage
+            }
+            if extra:
+                parts[stage].append(_encode(("created", 0, 0, extra)))
+        if "namespace_policies" in parts and len(parts["namespace_policies"]) > 1:
+            parts["namespace_policies"] = [_encode(("all", parts["namespace_policies"]))]
+        return SnapshotPlan(
+            snapshot=snap_path,
+            snapshot_zxid=snap_zxid,
+            logs=[p for _, p in chosen],
+            last_zxid=last_zxid,
+            last_time_ms=last_time,
+            replayed=replayed,
+            compressed=compressed,
+            acls=reader.acls,
+            partitions=parts,
+            nodes=n_nodes,
+            bytes=os.path.getsize(snap_path),
+            overlay=overlay,
+        )
+
+    def check(self) -> None:
+        self.prepare()
+
+    def reads(self) -> _SnapshotReads:
+        """Point reads of the replayed tree (re-verification against this point in time)."""
+        return _SnapshotReads(self)
+
+    def describe(self) -> dict[str, Any]:
+        p = self.prepare()
+        return {
+            **super().describe(),
+            "as_of": "point in time",
+            "snapshot": os.path.basename(p.snapshot),
+            "snapshot_zxid": f"{p.snapshot_zxid:#x}",
+            "logs": [os.path.basename(x) for x in p.logs],
+            "replayed_transactions": p.replayed,
+            "last_zxid": f"{p.last_zxid:#x}",
+            "last_time_ms": p.last_time_ms,
+            "until": self.until or None,
+            "chroot": self.chroot or None,
+        }
+
+    def plan(self, stage: str) -> list[str]:
+        p = self.prepare()
+        head = f"{_encode(p.acls)}|{_encode(p.snapshot)}"
+        return [f"{head}|{part}" for part in p.partitions.get(stage, [])]
+
+    # -- executors ------------------------------------------------------------------------------
+    def _nodes(
+        self, snapshot: str, part: Any
+    ) -> Iterator[tuple[zkdata.SnapshotNode, tuple[zkdata.Acl, ...] | None]]:
+        """Nodes of one partition with the overlay applied; the ACL of log-created/changed nodes."""
+        kind = part[0]
+        if kind == "all":
+            for sub in part[1]:
+                yield from self._nodes(snapshot, _decode(sub))
+            return
+        _, start, stop, changes = part
+        if kind == "created":
+            for path, c in sorted(changes.items()):
+                yield zkdata.SnapshotNode(path, c.data, _OPEN_ACL, zkdata.Stat(**c.stat), 0), c.acl
+            return
+        for node in zkdata.SnapshotReader(snapshot, start=start, stop=stop).nodes():
+            c = changes.get(node.path)
+            if c is None:
+                yield node, None
+            elif not c.deleted:
+                if c.full:
+                    yield (
+                        zkdata.SnapshotNode(node.path, c.data, _OPEN_ACL, zkdata.Stat(**c.stat), node.offset),
+                        c.acl,
+                    )
+                else:
+                    yield _merge(node, c), c.acl
+
+    def read(
+        self, stage: str, partitions: Sequence[str], *, rate_limit: float | None, stats: Counter[str]
+    ) -> Iterator[Row]:
+        roots = self._roots()
+        for text in partitions:
+            acl_text, snap_text, part_text = text.split("|", 2)
+            acls: dict[int, list[zkdata.Acl]] = _decode(acl_text)
+            snapshot: str = _decode(snap_text)
+            nodes = (
+                (n, zkdata.readable_by_anyone(_acl_of(n.acl, a, acls)))
+                for n, a in self._nodes(snapshot, _decode(part_text))
+            )
+            yield from _rows(stage, roots[stage], self.chroot.rstrip("/"), nodes, stats, self.location)
+
+
+def _acl_of(
+    index: int, override: tuple[zkdata.Acl, ...] | None, acls: dict[int, list[zkdata.Acl]]
+) -> tuple[zkdata.Acl, ...] | list[zkdata.Acl] | None:
+    """The ACL list of a node: set by the logs, else the snapshot's list (None: open to anyone)."""
+    if override is not None:
+        return override
+    return None if index == _OPEN_ACL else acls.get(index, [])
+
+
+class _SnapshotReads:
+    """``get_many(paths)`` over the replayed tree: one pass over the snapshot per call (paths are
+    relative to the chroot, as the live store's)."""
+
+    def __init__(self, source: ZooKeeperSnapshot) -> None:
+        self.source = source
+
+    def __enter__(self) -> _SnapshotReads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def get_many(self, paths: Iterable[str]) -> dict[str, Any]:
+        """{path: data bytes, or None when the node does not exist}; unreadable ACLs read as NoAuth."""
+        from kazoo.exceptions import NoAuthError
+
+        plan = self.source.prepare()
+        chroot = self.source.chroot.rstrip("/")
+        wanted = {chroot + p: p for p in dict.fromkeys(paths)}
+        out: dict[str, Any] = dict.fromkeys(wanted.values())
+        if not wanted:
+            return out
+
+        def put(full: str, data: bytes | None, ok: bool) -> None:
+            out[wanted[full]] = (data or b"") if ok else NoAuthError()
+
+        for full, change in plan.overlay.items():
+            if full in wanted and change.full and not change.deleted:
+                put(full, change.data, zkdata.readable_by_anyone(change.acl))
+        for node in zkdata.SnapshotReader(plan.snapshot).nodes():
+            if node.path not in wanted:
+                continue
+            c = plan.overlay.get(node.path)
+            if c is not None and (c.deleted or c.full):
+                continue
+            ok = zkdata.readable_by_anyone(_acl_of(node.acl, c.acl if c is not None else None, plan.acls))
+            put(node.path, c.data if c is not None and c.has_data else node.data, ok)
+        return out
+
+
+# -- nodes -> rows, as the live scan makes them ------------------------------------------------------
+def _rel(path: str, chroot: str) -> str:
+    return path[len(chroot) :] if chroot else path
+
+
+def _rows(
+    stage: str,
+    root: str,
+    chroot: str,
+    nodes: Iterable[tuple[zkdata.SnapshotNode, bool]],
+    stats: Counter[str],
+    store: str,
+) -> Iterator[Row]:
+    base = root + "/"
+    live_root = _rel(root, chroot)
+    if stage == "namespace_policies":
+        yield from _policy_rows(root, chroot, nodes, stats, store)
+        return
+    for node, ok in nodes:
+        stats["nodes"] += 1
+        if not node.path.startswith(base):
+            continue
+        parts = node.path[len(base) :].split("/")
+        path = _rel(node.path, chroot)
+        if stage == "bk_ledgers":
+            if (
+                len(parts) < 2
+                or is_special_znode(parts[0])
+                or not is_ledger_level1(parts[0])
+                or not _LEAF.fullmatch(parts[-1])
+                or not all(x.isdigit() for x in parts[1:-1])
+            ):
+                continue
+            if not ok:
+                row: dict[str, Any] = {"path": path, "error": _NOAUTH}
+                try:
+                    row["ledger_id"] = ledger_id_from_path(path, live_root)
+                except Exception:  # noqa: BLE001
+                    pass
+                stats["errors"] += 1
+                yield "bk_ledgers", row
+                continue
+            row = ledger_row(path, live_root, node.data, node.stat)  # type: ignore[arg-type]
+            if row.get("error"):
+                stats["errors"] += 1
+            yield "bk_ledgers", row
+        elif stage == "managed_ledgers":
+            ml, cursor = _ml_parts(parts)
+            if ml is None:
+                continue
+            if cursor is None:
+                if not ok:
+                    stats["errors"] += 1
+                    yield (
+                        MANAGED_LEDGERS_T,
+                        {"managed_ledger": ml, "path": path, "error": _NOAUTH, **_name_columns(ml)},
+                    )
+                    continue
+                for table, r in managed_ledger_rows(ml, path, node.data, node.stat):  # type: ignore[arg-type]
+                    if r.get("error"):
+                        stats["errors"] += 1
+                    yield table, r
+            else:
+                if not ok:
+                    r = cursor_row(ml, cursor, path, None, None)
+                    r["error"] = _NOAUTH
+                else:
+                    r = cursor_row(ml, cursor, path, node.data, node.stat)  # type: ignore[arg-type]
+                if r.get("error"):
+                    stats["errors"] += 1
+                yield CURSORS_T, r
+        elif stage == "schema_ledgers":
+            if len(parts) != 3:
+                continue
+            sid = "/".join(parts)
+            if not ok:
+                rows = [dict(schema_rows(sid, path, b"", None)[0], error=_NOAUTH)]
+            else:
+                rows = schema_rows(sid, path, node.data, node.stat)  # type: ignore[arg-type]
+            for r in rows:
+                if r.get("error"):
+                    stats["errors"] += 1
+                yield "schema_ledgers", r
+
+
+def _ml_parts(parts: list[str]) -> tuple[str | None, str | None]:
+    """(managed-ledger name, cursor node or None) of a path under /managed-ledgers, as the live walk
+    finds them: ``t/ns/persistent/x[/cursor]`` (v2) or ``t/c/ns/persistent/x[/cursor]`` (v1)."""
+    if len(parts) in (4, 5) and parts[2] == "persistent":
+        return "/".join(parts[:4]), parts[4] if len(parts) == 5 else None
+    if len(parts) in (5, 6) and parts[2] not in ("persistent", "non-persistent") and parts[3] == "persistent":
+        return "/".join(parts[:5]), parts[5] if len(parts) == 6 else None
+    return None, None
+
+
+def _policy_rows(
+    root: str, chroot: str, nodes: Iterable[tuple[zkdata.SnapshotNode, bool]], stats: Counter[str], store: str
+) -> Iterator[Row]:
+    """NAMESPACE_POLICIES and PULSAR_TENANTS rows: level 2 (and v1 level 3) nodes under the root."""
+    base = root + "/"
+    tree: dict[str, tuple[zkdata.SnapshotNode, bool]] = {}
+    for node, ok in nodes:
+        stats["nodes"] += 1
+        if node.path.startswith(base) and node.path.count("/") - root.count("/") <= 3:
+            tree[node.path] = (node, ok)
+    children: dict[str, list[str]] = {}
+    for p in tree:
+        children.setdefault(p.rsplit("/", 1)[0], []).append(p)
+    for tenant_path in sorted(p for p in tree if p.count("/") == root.count("/") + 1):
+        yield (
+            "pulsar_tenants",
+            {"tenant": tenant_path.rsplit("/", 1)[1], "path": _rel(tenant_path, chroot), "store": store},
+        )
+        for p in sorted(children.get(tenant_path, [])):
+            node, ok = tree[p]
+            kids = sorted(children.get(p, []))
+            if ok and kids and not node.data:
+                level = kids  # a v1 cluster node: its children are the namespaces
+            else:
+                level = [p]
+            for q in level:
+                n, okq = tree[q]
+                ns = q[len(base) :]
+                if not okq:
+                    stats["errors"] += 1
+                    yield (
+                        "namespace_policies",
+                        {
+                            "tenant": ns.split("/")[0],
+                            "namespace": ns,
+                            "path": _rel(q, chroot),
+                            "error": _NOAUTH,
+                        },
+                    )
+                    continue
+                row = policy_row(ns, _rel(q, chroot), n.data)
+                if row.get("error"):
+                    stats["errors"] += 1
+                yield "namespace_policies", row
