@@ -196,6 +196,61 @@ def _exists(spark: SparkSession, path: str) -> bool:
     return bool(fs.exists(p))
 
 
+def _write_stage(
+    spark: SparkSession,
+    items: DataFrame,
+    srcs: Sequence[InventorySource],
+    stage: str,
+    rates: Sequence[float | None],
+    out_dir: str,
+    inv: Inventory,
+    counters: Any,
+) -> None:
+    """One stage as Spark tasks; a stage filling several tables goes through one tagged table."""
+    tables = STAGE_TABLES[stage]
+    single = len(tables) == 1
+    schema = schemas.INVENTORY[tables[0]] if single else _tagged_schema(tables)
+    frame = items.mapInArrow(_stage_task(srcs, stage, rates, counters), schema)
+    if single:
+        path = table_path(out_dir, tables[0])
+        _write(frame, path)
+        inv.tables[tables[0]] = path
+        return
+    tmp = table_path(out_dir, f"_{stage}_scan")
+    _write(frame, tmp)
+    tagged = spark.read.schema(schema).parquet(tmp)
+    for t in tables:
+        path = table_path(out_dir, t)
+        _write(tagged.where(F.col("table") == t).select(f"{t}.*"), path)
+        inv.tables[t] = path
+    _delete(spark, tmp)
+
+
+def _write_small(
+    spark: SparkSession,
+    srcs: Sequence[InventorySource],
+    stage: str,
+    items: list[tuple[int, str]],
+    out_dir: str,
+    inv: Inventory,
+    counters: Any,
+) -> None:
+    """A stage of at most one partition, read on the driver at the source's whole rate limit."""
+    rows: dict[str, list[dict[str, Any]]] = {t: [] for t in STAGE_TABLES[stage]}
+    for i, part in items:
+        stats: Counter[str] = Counter()
+        try:
+            for table, row in srcs[i].read(stage, [part], rate_limit=srcs[i].rate_limit, stats=stats):
+                rows[table].append(row)
+        finally:
+            counters.add({k if "." in k else f"{stage}.{k}": v for k, v in stats.items()})
+    for table, found in rows.items():
+        schema = schemas.INVENTORY[table]
+        path = table_path(out_dir, table)
+        _write(spark.createDataFrame([schemas.to_row(schema, r) for r in found], schema).coalesce(1), path)
+        inv.tables[table] = path
+
+
 def default_sources(zk: ZooKeeperSource, s3: S3Source | None = None) -> list[InventorySource]:
     """One live ZooKeeper holding both BookKeeper's and Pulsar's metadata (and the bucket, if any)."""
     from ledgerlens.sources.s3 import S3Listing
@@ -265,31 +320,14 @@ def collect_inventory(
             t0 = time.perf_counter()
             mine = [(i, x) for i, x in enumerate(srcs) if stage in x.stages]
             items = [(i, p) for i, x in mine for p in x.plan(stage)]
-            tables = STAGE_TABLES[stage]
             want = min((x.tasks for _, x in mine if x.tasks), default=None)
             n = _n_tasks(spark, want, len(items))
             rates = [_task_rate(spark, x.rate_limit, n) if stage in x.stages else None for x in srcs]
-            single = len(tables) == 1
-            schema = schemas.INVENTORY[tables[0]] if single else _tagged_schema(tables)
-            if items:
-                frame = _items_frame(spark, items, n).mapInArrow(
-                    _stage_task(srcs, stage, rates, counters), schema
-                )
+            if len(items) <= 1 and stage != "bk_ledgers":
+                # one partition (policies, a single tenant): no job to schedule, the driver reads it
+                _write_small(spark, srcs, stage, items, out_dir, inv, counters)
             else:
-                frame = spark.createDataFrame([], schema)
-            if single:
-                path = table_path(out_dir, tables[0])
-                _write(frame, path)
-                inv.tables[tables[0]] = path
-            else:
-                tmp = table_path(out_dir, f"_{stage}_scan")
-                _write(frame, tmp)
-                tagged = spark.read.schema(schema).parquet(tmp)
-                for t in tables:
-                    path = table_path(out_dir, t)
-                    _write(tagged.where(F.col("table") == t).select(f"{t}.*"), path)
-                    inv.tables[t] = path
-                _delete(spark, tmp)
+                _write_stage(spark, _items_frame(spark, items, n), srcs, stage, rates, out_dir, inv, counters)
             if stage == "offload_objects":
                 inv.s3_scanned = True
             inv.timings[stage] = time.perf_counter() - t0
