@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ledgerlens import cli, contexts
-from ledgerlens.sandbox.cluster import default_now_ms, generate
+from ledgerlens.sandbox.cluster import default_now_ms, generate, restrict
 from ledgerlens.schemas import FINDING_KEYS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -161,11 +161,7 @@ def digest_cluster(zookeeper: Any) -> Iterator[str]:
     user, password = DIGEST.split(":", 1)
     client.add_auth("digest", DIGEST)
     acl = [make_digest_acl(user, password, all=True)]
-    frontier = [chroot]
-    while frontier:
-        path = frontier.pop()
-        client.set_acls(path, acl)
-        frontier.extend(f"{path}/{c}" for c in client.get_children(path))
+    restrict(client, chroot, acl)
     client.stop()
     client.close()
     yield zookeeper.hosts + chroot
@@ -339,11 +335,7 @@ def sasl_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
         client.start()
         acl = [ACL(Permissions.ALL, Id("sasl", "bob"))]
-        frontier = ["/c"]
-        while frontier:
-            path = frontier.pop()
-            client.set_acls(path, acl)
-            frontier.extend(f"{path}/{c}" for c in client.get_children(path))
+        restrict(client, "/c", acl)
         client.stop()
         client.close()
         yield server.hosts

@@ -32,7 +32,7 @@ def locked_cluster(zookeeper: Any) -> Iterator[str]:
     from kazoo.client import KazooClient
     from kazoo.security import make_digest_acl
 
-    from ledgerlens.sandbox.cluster import generate
+    from ledgerlens.sandbox.cluster import generate, restrict
 
     chroot = f"/report-acl-{uuid.uuid4().hex[:8]}"
     client = KazooClient(hosts=zookeeper.hosts)
@@ -41,11 +41,7 @@ def locked_cluster(zookeeper: Any) -> Iterator[str]:
     generate(zookeeper.hosts + chroot, root="", scenario="healthy", now_ms=NOW_MS)
     client.add_auth("digest", DIGEST)
     acl = [make_digest_acl(*DIGEST.split(":", 1), all=True)]
-    frontier = [chroot]
-    while frontier:
-        path = frontier.pop()
-        client.set_acls(path, acl)
-        frontier.extend(f"{path}/{c}" for c in client.get_children(path))
+    restrict(client, chroot, acl)
     client.stop()
     client.close()
     yield zookeeper.hosts + chroot

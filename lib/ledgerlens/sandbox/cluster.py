@@ -1464,3 +1464,18 @@ def generate_bulk(zk_hosts: str, *, root: str, n_ledgers: int, n_topics: int, no
         "total_s": round(t2 - t0, 3),
         "creates_per_s": round(created / max(t2 - t1, 1e-9)),
     }
+
+
+def restrict(client: Any, root: str, acl: list[Any]) -> int:
+    """Set ``acl`` on ``root`` and every node below it: a cluster only some credentials may read.
+
+    ``client`` (a started kazoo client) must hold the credentials the ACL names (``add_auth`` or
+    SASL) to walk on below nodes it has restricted. Returns the number of nodes.
+    """
+    frontier, n = [root], 0
+    while frontier:
+        path = frontier.pop()
+        client.set_acls(path, acl)
+        n += 1
+        frontier.extend(f"{path.rstrip('/')}/{c}" for c in client.get_children(path))
+    return n
