@@ -76,6 +76,7 @@ bench: setup
 	$(PY) bench/bench_zk_collect.py
 	$(PY) bench/bench_audit.py
 	$(PY) bench/bench_kafka.py
+	flock /tmp/ll-pulsar.lock $(PY) bench/bench_deletion.py
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache .mypy_cache .ruff_cache spark-warehouse

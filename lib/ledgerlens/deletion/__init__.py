@@ -8,10 +8,10 @@ One module per role, in the order of the flow:
 - :mod:`~ledgerlens.deletion.messages`: plan items <-> ``PendingDeleteLedgerInfo`` messages.
 - :mod:`~ledgerlens.deletion.publish`: phase 1, approved items to the deletion topic.
 - :mod:`~ledgerlens.deletion.verify`: the live re-verification a deletion must pass.
-- ``deleter`` (phase 2, the consumer that verifies, deletes, retries) lands with the ownership rule.
+- :mod:`~ledgerlens.deletion.deleter`: phase 2, the consumer that verifies, deletes, retries.
 - :mod:`~ledgerlens.deletion.metrics`: Prometheus counters of every outcome.
 - :mod:`~ledgerlens.deletion.status`: what the journal, the subscription backlog and the DLQ say.
-- :mod:`~ledgerlens.deletion.commands`: the ``plan``, ``approve`` and ``publish`` commands.
+- :mod:`~ledgerlens.deletion.commands`: the ``plan``, ``approve``, ``publish`` and ``deleter`` commands.
 """
 
 from __future__ import annotations

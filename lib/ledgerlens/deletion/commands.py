@@ -1,5 +1,4 @@
-"""The deletion commands of the ``ledgerlens`` CLI: ``plan``, ``approve``, ``publish`` (``deleter`` lands
-with the shared-store ownership rule).
+"""The deletion commands of the ``ledgerlens`` CLI: ``plan``, ``approve``, ``publish``, ``deleter``.
 
 ``ledgerlens.cli`` adds these parsers and dispatches to the ``cmd_*`` functions here.
 """
@@ -28,8 +27,8 @@ def _sandbox_state(path: str | None) -> dict[str, Any]:
 
 
 def add_parsers(sub: Any) -> None:
-    """Add ``plan``, ``approve`` and ``publish`` to the CLI's subparsers."""
-    from ledgerlens.deletion.messages import DELETION_TOPIC
+    """Add ``plan``, ``approve``, ``publish`` and ``deleter`` to the CLI's subparsers."""
+    from ledgerlens.deletion.messages import DELETION_TOPIC, SUBSCRIPTION
     from ledgerlens.deletion.plan import DEFAULT_KINDS, PLANNABLE_KINDS
 
     p = sub.add_parser(
@@ -106,6 +105,52 @@ def add_parsers(sub: Any) -> None:
     pub.add_argument("--topic", default=DELETION_TOPIC, help=f"deletion topic (default {DELETION_TOPIC})")
     pub.add_argument("--batch-size", type=int, default=500, metavar="N", help="messages per batch (500)")
 
+    d = sub.add_parser(
+        "deleter",
+        help="phase 2: consume the deletion topic, re-verify, delete (dry run unless --execute)",
+        description="Consume the deletion topic on a Shared subscription; re-verify every message against "
+        "the "
+        "journal's approvals and the live stores; delete only with --execute. Failures are retried through "
+        "the retry topic, then dead-lettered.",
+    )
+    d.add_argument("--journal", required=True, metavar="FILE", help="the deletion journal")
+    d.add_argument("--zookeeper", default=None, metavar="HOST:PORT", help="the Pulsar metadata store")
+    d.add_argument(
+        "--bookkeeper-zookeeper",
+        default=None,
+        metavar="HOST:PORT",
+        help="BookKeeper's metadata store when it is not the Pulsar one",
+    )
+    d.add_argument(
+        "--sandbox", default=None, metavar="DIR", help="a ledgerlens sandbox (addresses from state.json)"
+    )
+    d.add_argument("--service-url", default="", metavar="URL", help="Pulsar service URL")
+    d.add_argument(
+        "--web-url", default="", metavar="URL", help="Pulsar admin URL (load_topic, in-flight gauge)"
+    )
+    d.add_argument(
+        "--s3-endpoint", default="", metavar="URL", help="S3 endpoint of the tiered-storage bucket"
+    )
+    d.add_argument("--bucket", default="", metavar="NAME", help="tiered-storage bucket")
+    d.add_argument(
+        "--cluster-name", default=None, metavar="NAME", help="refuse objects another cluster wrote"
+    )
+    d.add_argument("--topic", default=DELETION_TOPIC, help=f"deletion topic (default {DELETION_TOPIC})")
+    d.add_argument("--subscription", default=SUBSCRIPTION, help=f"subscription (default {SUBSCRIPTION})")
+    d.add_argument("--parallelism", type=int, default=2, metavar="N", help="worker threads (2)")
+    d.add_argument("--batch-size", type=int, default=100, metavar="N", help="messages per batch (100)")
+    d.add_argument("--retry-delay", default="10m", metavar="DURATION", help="delay before a retry (10m)")
+    d.add_argument("--max-attempts", type=int, default=10, metavar="N", help="attempts before the DLQ (10)")
+    d.add_argument("--execute", action="store_true", help="really delete (default: dry run)")
+    d.add_argument(
+        "--until-idle", default=None, metavar="DURATION", help="stop after this long with no message"
+    )
+    d.add_argument(
+        "--metrics-port", type=int, default=None, metavar="PORT", help="serve /metrics on 127.0.0.1:PORT"
+    )
+    d.add_argument("--metrics-textfile", default=None, metavar="FILE", help="write Prometheus textfile here")
+    d.add_argument("--ledgers-root", default="/ledgers", metavar="PATH", help="BookKeeper ledgers root")
+
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from ledgerlens.deletion.plan import build_plan, format_plan, write_plan
@@ -179,4 +224,57 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return EXIT_OK if not res.failed else 2
 
 
-COMMANDS = {"plan": cmd_plan, "approve": cmd_approve, "publish": cmd_publish}
+def deleter_config(args: argparse.Namespace) -> Any:
+    """DeleterConfig from the ``deleter`` arguments (sandbox addresses filled in)."""
+    from ledgerlens.config import S3Source, parse_duration
+    from ledgerlens.deletion.deleter import DeleterConfig
+    from ledgerlens.deletion.verify import Roots
+
+    state = _sandbox_state(args.sandbox)
+    if not args.zookeeper:
+        raise ConfigError("--zookeeper HOST:PORT is required (or --sandbox DIR)")
+    s3 = S3Source(args.bucket, endpoint_url=args.s3_endpoint or None) if args.bucket else None
+    return DeleterConfig(
+        zookeeper=args.zookeeper,
+        bookkeeper_zookeeper=args.bookkeeper_zookeeper,
+        service_url=args.service_url or state.get("service_url", ""),
+        web_url=args.web_url or state.get("web_url") or None,
+        s3=s3,
+        topic=args.topic,
+        subscription=args.subscription,
+        parallelism=args.parallelism,
+        batch_size=args.batch_size,
+        retry_delay_s=float(parse_duration(args.retry_delay)),
+        max_attempts=args.max_attempts,
+        execute=bool(args.execute),
+        until_idle_s=float(parse_duration(args.until_idle)) if args.until_idle else None,
+        roots=Roots(ledgers=args.ledgers_root),
+        cluster_name=args.cluster_name,
+        textfile=args.metrics_textfile,
+    )
+
+
+def cmd_deleter(args: argparse.Namespace) -> int:
+    from ledgerlens.deletion.deleter import Deleter
+    from ledgerlens.deletion.journal import Journal
+    from ledgerlens.deletion.metrics import DeletionMetrics
+
+    cfg = deleter_config(args)
+    metrics = DeletionMetrics()
+    if args.metrics_port:
+        metrics.serve(args.metrics_port)
+    mode = "EXECUTE: deleting" if cfg.execute else "dry run (nothing is deleted; --execute deletes)"
+    print(f"deleter {cfg.instance}: {mode}; topic {cfg.topic}", file=sys.stderr)
+
+    def progress(r: Any) -> None:
+        print("  " + ", ".join(f"{k} {n}" for k, n in sorted(r.outcomes.items())), file=sys.stderr)
+
+    report = Deleter(cfg, Journal(args.journal), metrics, progress=progress).run()
+    verb = "did" if cfg.execute else "would do"
+    print(f"{report.messages} messages in {report.seconds:.1f} s; {verb}:")
+    for k, n in sorted(report.outcomes.items()):
+        print(f"  {k:<20} {n:>8}")
+    return EXIT_OK
+
+
+COMMANDS = {"plan": cmd_plan, "approve": cmd_approve, "publish": cmd_publish, "deleter": cmd_deleter}

@@ -1,0 +1,649 @@
+"""Phase 2: the deleter, a consumer of the deletion topic on a Shared subscription.
+
+Each worker (``parallelism`` of them; several deleter processes may share the subscription and the
+journal) takes a batch of messages and, for each one:
+
+1. decodes it (a payload that does not decode is a failure: retried, then dead-lettered);
+2. finds the approved item it claims to be (plan hash + item id in a verified journal) and rebuilds
+   the message that item stands for: no such item (``unapproved``) or any differing field
+   (``forged``) is refused, acked without deleting, and journaled;
+3. re-verifies the live state (:mod:`ledgerlens.deletion.verify`);
+4. journals an intent for every item it is about to act on, then acts: removes the ledger znode
+   with the version it just read (BookKeeper's own way: the bookies' garbage collector reclaims
+   the entries), deletes the offload copy's data and index objects, or loads the topic through the
+   admin REST API so that the broker trims by its own rules. Already gone counts as success;
+5. journals every outcome, counts it (:mod:`ledgerlens.deletion.metrics`), then acknowledges.
+   A failure goes to the retry topic with ``deliver_after`` (attempt count in ``RECONSUMETIMES``),
+   or to the dead-letter topic after ``max_attempts``; the original is acked after that send.
+
+A crash at any point leaves the message unacknowledged: it comes back, is verified again and ends
+as ``already_gone`` when the first attempt had deleted it. Nothing is deleted without ``execute``;
+the dry run reads the deletion topic with a non-durable reader and reports what it would do.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from ledgerlens.config import S3Source
+from ledgerlens.deletion import messages as m
+from ledgerlens.deletion import verify as v
+from ledgerlens.deletion.approval import approvals_in
+from ledgerlens.deletion.journal import Journal
+from ledgerlens.deletion.metrics import DeletionMetrics
+from ledgerlens.deletion.publish import pulsar_client
+from ledgerlens.deletion.status import in_flight, rest, topic_rest_path
+from ledgerlens.errors import DecodeError
+from ledgerlens.formats.paths import ledger_path
+from ledgerlens.redact import redact
+
+DLQ_SUBSCRIPTION = "ledgerlens-dlq"
+
+
+@dataclass(frozen=True)
+class DeleterConfig:
+    """Where the deleter reads and deletes, and how it retries."""
+
+    zookeeper: str  # the Pulsar metadata store (managed ledgers, schemas, tenants)
+    service_url: str
+    bookkeeper_zookeeper: str | None = None  # BookKeeper's store when it is another one
+    web_url: str | None = None  # admin REST: load_topic items and the in-flight gauge
+    s3: S3Source | None = None
+    topic: str = m.DELETION_TOPIC
+    subscription: str = m.SUBSCRIPTION
+    parallelism: int = 2
+    batch_size: int = 100
+    retry_delay_s: float = 600.0  # PIP-186 twoPhaseDeletionReconsumeLaterInSeconds
+    max_attempts: int = 10  # PIP-186 twoPhaseDeletionMaxRetryDeleteCount
+    execute: bool = False
+    until_idle_s: float | None = None  # stop after this long without a message (None: run until stopped)
+    max_messages: int | None = None  # stop after this many messages (tests)
+    roots: v.Roots = v.Roots()
+    zookeeper_auth: Any = None  # config.ZooKeeperAuth (credentials by reference), for both stores
+    cluster_name: str | None = None
+    textfile: str | None = None
+    instance: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+
+@dataclass
+class DeleterReport:
+    """What one deleter run did: outcome -> count, and (dry run) what it would do per item."""
+
+    execute: bool
+    outcomes: Counter[str] = field(default_factory=Counter)
+    would: list[dict[str, Any]] = field(default_factory=list)
+    messages: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class _Work:
+    """One received message on its way through a batch."""
+
+    msg: Any
+    attempt: int
+    info: Any = None  # PendingDeleteLedgerInfo once decoded
+    item: dict[str, Any] | None = None
+    approval_id: str | None = None
+    outcome: str | None = None  # deleted, already_gone, skipped_in_use, skipped_mismatch, failed, loaded
+    reason: str = ""
+    mismatch: str = ""  # unapproved, forged, changed, foreign
+    detail: dict[str, Any] = field(default_factory=dict)
+    act: Any = None  # what to execute: Node (ledger), keys (objects), True (load)
+
+    @property
+    def type(self) -> str:
+        if self.info is not None and self.info.HasField("ledgerType"):
+            return m.TYPE_NAMES.get(self.info.ledgerType, "unknown")
+        return "unknown"
+
+
+class Deleter:
+    """The phase-2 consumer; see the module docstring."""
+
+    def __init__(
+        self,
+        config: DeleterConfig,
+        journal: Journal,
+        metrics: DeletionMetrics | None = None,
+        *,
+        s3_client_factory: Callable[[], Any] | None = None,
+        progress: Callable[[DeleterReport], None] | None = None,
+    ) -> None:
+        self.cfg = config
+        self.journal = journal
+        self.metrics = metrics or DeletionMetrics()
+        self._s3_factory = s3_client_factory
+        self._progress = progress
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._approved: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._active: set[tuple[str, str]] = set()  # items a worker of this process is acting on
+        self.report = DeleterReport(execute=config.execute)
+        self._last_message = time.monotonic()
+        self.zookeeper_clients: list[Any] = []  # the live sessions (tests expire them)
+        self._error: BaseException | None = None  # a worker's unexpected error stops every worker
+
+    # -- approvals ---------------------------------------------------------------------------------
+
+    def _absorb(self, records: Any) -> None:
+        for rec in approvals_in(records).values():
+            for item in rec.get("items") or []:
+                self._approved.setdefault((str(rec["plan_hash"]), str(item["item_id"])), (item, rec))
+
+    def load_approvals(self) -> int:
+        """Read (and verify) the whole journal; returns the number of approved items known."""
+        self._approved.clear()
+        self._absorb(self.journal.records())
+        return len(self._approved)
+
+    def _lookup(self, plan_hash: str, item_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        key = (plan_hash, item_id)
+        with self._lock:
+            if key not in self._approved:
+                self._absorb(self.journal.new_records())  # approvals journaled since we started
+            return self._approved.get(key)
+
+    # -- running -----------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the workers to finish their batch and return."""
+        self._stop.set()
+
+    def run(self) -> DeleterReport:
+        """Consume until stopped, idle for ``until_idle_s`` or ``max_messages`` reached."""
+        t0 = time.monotonic()
+        self.load_approvals()
+        if not self.cfg.execute:
+            self._dry_run()
+            self.report.seconds = time.monotonic() - t0
+            return self.report
+        import pulsar
+
+        client, zk, bk, s3 = self._connect()
+        old_handlers = self._signals()
+        try:
+            consumer = client.subscribe(
+                [self.cfg.topic, m.retry_topic(self.cfg.topic)],
+                self.cfg.subscription,
+                consumer_type=pulsar.ConsumerType.Shared,
+                initial_position=pulsar.InitialPosition.Earliest,
+                receiver_queue_size=max(self.cfg.batch_size * 2, 100),
+                batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(self.cfg.batch_size, -1, 200),
+            )
+            client.subscribe(m.dlq_topic(self.cfg.topic), DLQ_SUBSCRIPTION,
+                             initial_position=pulsar.InitialPosition.Earliest).close()  # fmt: skip
+            retry = client.create_producer(m.retry_topic(self.cfg.topic), block_if_queue_full=True)
+            dlq = client.create_producer(m.dlq_topic(self.cfg.topic), block_if_queue_full=True)
+            reader = v.LiveReader(bk, zk, self.cfg.roots)
+            workers = [
+                threading.Thread(
+                    target=self._worker, args=(consumer, reader, s3, retry, dlq, bk), daemon=True
+                )
+                for _ in range(max(1, self.cfg.parallelism))
+            ]
+            gauge = threading.Thread(target=self._gauge_loop, daemon=True)
+            for w in workers:
+                w.start()
+            gauge.start()
+            for w in workers:
+                w.join()
+            self._stop.set()
+            consumer.close()  # what a worker did not acknowledge goes back to the subscription
+            retry.close()
+            dlq.close()
+            if self._error is not None:
+                raise self._error
+        finally:
+            self._restore(old_handlers)
+            self._disconnect(client, zk, bk)
+            if self.cfg.textfile:
+                self.metrics.write_textfile(self.cfg.textfile)
+        self.report.seconds = time.monotonic() - t0
+        return self.report
+
+    def _zookeeper(self, hosts: str) -> Any:
+        """A read-write session (the audit's are read-only): deleting needs the quorum."""
+        from kazoo.client import KazooClient
+
+        from ledgerlens.errors import SourceError
+
+        auth = self.cfg.zookeeper_auth
+        options = auth.kazoo_options() if auth is not None else {}
+        client = KazooClient(hosts=hosts, timeout=30, read_only=False, **options)
+        try:
+            client.start(timeout=30)
+        except Exception as e:  # noqa: BLE001 - timeout, auth failure: one line naming the server
+            client.close()
+            raise SourceError(f"zookeeper {hosts}", f"cannot connect ({type(e).__name__}: {e})") from e
+        return client
+
+    def _connect(self) -> tuple[Any, Any, Any, Any]:
+        """(pulsar client, Pulsar metadata ZooKeeper, BookKeeper ZooKeeper, S3 client or None)."""
+        client = pulsar_client(self.cfg.service_url)
+        zk = self._zookeeper(self.cfg.zookeeper)
+        bk = self._zookeeper(self.cfg.bookkeeper_zookeeper) if self.cfg.bookkeeper_zookeeper else zk
+        self.zookeeper_clients = [zk] if bk is zk else [zk, bk]
+        return client, zk, bk, self._s3_client()
+
+    @staticmethod
+    def _disconnect(client: Any, zk: Any, bk: Any) -> None:
+        client.close()
+        for z in {id(zk): zk, id(bk): bk}.values():
+            z.stop()
+            z.close()
+
+    def _signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        old: dict[int, Any] = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            old[sig] = signal.signal(sig, lambda *_: self.stop())
+        return old
+
+    @staticmethod
+    def _restore(old: Mapping[int, Any]) -> None:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+    def _s3_client(self) -> Any:
+        if self._s3_factory is not None:
+            return self._s3_factory()
+        if self.cfg.s3 is None:
+            return None
+        from ledgerlens.sources.s3 import make_client
+
+        return make_client(self.cfg.s3)
+
+    def _gauge_loop(self) -> None:
+        while not self._stop.wait(5.0):
+            if self.cfg.web_url:
+                try:
+                    self.metrics.in_flight.set(
+                        in_flight(self.cfg.web_url, self.cfg.topic, self.cfg.subscription)
+                    )
+                except (OSError, ValueError):
+                    pass
+            if self.cfg.textfile:
+                self.metrics.write_textfile(self.cfg.textfile)
+
+    def _done(self) -> bool:
+        if self._stop.is_set():
+            return True
+        if self.cfg.max_messages is not None and self.report.messages >= self.cfg.max_messages:
+            return True
+        idle = self.cfg.until_idle_s
+        return idle is not None and time.monotonic() - self._last_message > idle
+
+    def _worker(self, consumer: Any, reader: v.LiveReader, s3: Any, retry: Any, dlq: Any, bk: Any) -> None:
+        try:
+            self._work(consumer, reader, s3, retry, dlq, bk)
+        except BaseException as e:  # a tampered journal, a bug: stop everything, report it
+            with self._lock:
+                self._error = self._error or e
+            self._stop.set()
+
+    def _work(self, consumer: Any, reader: v.LiveReader, s3: Any, retry: Any, dlq: Any, bk: Any) -> None:
+        while not self._done():
+            try:
+                msgs = list(consumer.batch_receive())
+            except Exception:  # noqa: BLE001 - timeouts or a closing consumer: look again
+                if self._stop.is_set():
+                    return
+                time.sleep(0.1)
+                continue
+            if not msgs:
+                continue
+            with self._lock:
+                self._last_message = time.monotonic()
+                self.report.messages += len(msgs)
+            self._batch(msgs, consumer, reader, s3, retry, dlq, bk)
+
+    # -- one batch ---------------------------------------------------------------------------------
+
+    def _prepare(self, msgs: Sequence[Any]) -> list[_Work]:
+        out = []
+        for msg in msgs:
+            props = msg.properties() or {}
+            try:
+                attempt = int(props.get(m.PROP_ATTEMPT, "0"))
+            except ValueError:
+                attempt = 0
+            w = _Work(msg=msg, attempt=attempt)
+            out.append(w)
+            try:
+                w.info = m.decode(msg.data())
+            except DecodeError as e:
+                w.outcome, w.reason = "failed", str(e)
+                continue
+            found = self._lookup(w.info.planHash, w.info.itemId)
+            if found is None:
+                w.outcome, w.mismatch = "skipped_mismatch", "unapproved"
+                w.reason = (
+                    f"item {w.info.itemId!r} of plan {w.info.planHash[:16]} is in no approval of the journal"
+                )
+                continue
+            item, approval = found
+            expected = m.item_to_message(item, w.info.planHash)
+            if expected != w.info:
+                diff = sorted(
+                    {f.name for f, _ in expected.ListFields()} ^ {f.name for f, _ in w.info.ListFields()}
+                    | {
+                        f.name
+                        for f, val in expected.ListFields()
+                        if w.info.HasField(f.name) and getattr(w.info, f.name) != val
+                    }
+                )
+                w.outcome, w.mismatch = "skipped_mismatch", "forged"
+                w.reason = f"message differs from the approved item in {', '.join(diff)}"
+                continue
+            w.item, w.approval_id = item, str(approval["approval_id"])
+            w.detail["deleted_tenants"] = approval.get("deleted_tenants") or []
+            w.detail["cluster_name"] = approval.get("cluster_name")
+        return out
+
+    def _verify(self, work: Sequence[_Work], reader: v.LiveReader, s3: Any) -> None:
+        todo = [w for w in work if w.outcome is None and w.item is not None]
+        by_action: dict[str, list[_Work]] = {}
+        for w in todo:
+            by_action.setdefault(w.item["action"], []).append(w)  # type: ignore[index]
+        for action, ws in by_action.items():
+            # approvals may name different deleted tenants: verify per distinct set
+            groups: dict[tuple[str, ...], list[_Work]] = {}
+            for w in ws:
+                groups.setdefault(tuple(sorted(w.detail["deleted_tenants"])), []).append(w)
+            for deleted, group in groups.items():
+                items: list[dict[str, Any]] = [w.item for w in group if w.item is not None]
+                if action == "delete_ledger":
+                    for w, (verdict, node) in zip(
+                        group, v.verify_ledgers(items, reader, deleted), strict=True
+                    ):
+                        self._apply(w, verdict, node)
+                elif action == "delete_object":
+                    if s3 is None or self.cfg.s3 is None:
+                        for w in group:
+                            w.outcome, w.reason = "failed", "no S3 source configured (--s3-endpoint/--bucket)"
+                        continue
+                    res = v.verify_objects(
+                        items,
+                        reader,
+                        s3,
+                        bucket=self.cfg.s3.bucket,
+                        cluster_name=self.cfg.cluster_name or group[0].detail.get("cluster_name"),
+                        deleted_tenants=deleted,
+                        max_in_flight=self.cfg.s3.max_in_flight,
+                    )
+                    for w, (verdict, keys) in zip(group, res, strict=True):
+                        self._apply(w, verdict, keys)
+                else:
+                    res_t = v.verify_loads(items, reader, deleted)
+                    for w, verdict in zip(group, res_t, strict=True):
+                        self._apply(w, verdict, True)
+
+    @staticmethod
+    def _apply(w: _Work, verdict: v.Verdict, act: Any) -> None:
+        w.reason = verdict.reason
+        w.detail.update(verdict.detail)
+        if verdict.decision in (v.DELETE, v.LOAD):
+            w.act = act
+        elif verdict.decision == v.RETRY:
+            w.outcome = "failed"
+        else:
+            w.outcome = verdict.decision
+            if verdict.decision == v.MISMATCH:
+                w.mismatch = "foreign" if "another cluster" in verdict.reason else "changed"
+
+    def _execute(self, work: Sequence[_Work], s3: Any, bk: Any) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        ledgers = [w for w in work if w.act is not None and w.item and w.item["action"] == "delete_ledger"]
+        pending = []
+        for w in ledgers:
+            path = ledger_path(int(w.item["expected"]["ledger_id"]), self.cfg.roots.ledgers)  # type: ignore[index]
+            pending.append((w, bk.delete_async(path, version=w.act.version)))
+        for w, res in pending:
+            try:
+                res.get(timeout=30)
+                w.outcome = "deleted"
+                w.reason = f"ledger znode removed at version {w.act.version}"
+            except NoNodeError:
+                w.outcome, w.reason = "already_gone", "ledger znode vanished just before the delete"
+            except BadVersionError:
+                w.outcome, w.reason = "failed", "ledger znode changed between verification and delete"
+            except Exception as e:  # noqa: BLE001 - connection loss / session expiry: verified again on retry
+                w.outcome, w.reason = "failed", f"delete failed: {type(e).__name__}: {e}"[:300]
+
+        objects = [w for w in work if w.act is not None and w.item and w.item["action"] == "delete_object"]
+
+        def delete_keys(w: _Work) -> None:
+            assert self.cfg.s3 is not None
+            try:
+                for key in w.act:
+                    s3.delete_object(Bucket=self.cfg.s3.bucket, Key=key)
+                w.outcome, w.reason = "deleted", f"deleted {', '.join(w.act)}"
+            except Exception as e:  # noqa: BLE001 - S3 down or refusing: retried
+                w.outcome, w.reason = "failed", f"S3 delete failed: {type(e).__name__}: {e}"[:300]
+
+        if objects:
+            with ThreadPoolExecutor(
+                max_workers=max(1, self.cfg.s3.max_in_flight if self.cfg.s3 else 4)
+            ) as pool:
+                list(pool.map(delete_keys, objects))
+
+        for w in work:
+            if w.act is not None and w.item and w.item["action"] == "load_topic":
+                if not self.cfg.web_url:
+                    w.outcome, w.reason = "failed", "no --web-url to load the topic through"
+                    continue
+                topic = str(w.item["expected"]["topic"])
+                try:
+                    rest(self.cfg.web_url, "GET", topic_rest_path(topic) + "/internalStats", timeout=60)
+                    w.outcome, w.reason = "loaded", f"loaded {topic}: the broker trims by its own rules"
+                except (OSError, ValueError) as e:
+                    w.outcome, w.reason = "failed", f"loading {topic} failed: {e}"[:300]
+
+    def _record(self, w: _Work, **extra: Any) -> dict[str, Any]:
+        info = w.info
+        rec: dict[str, Any] = {
+            "type": "outcome",
+            "outcome": w.outcome,
+            "reason": redact(w.reason),
+            "deleter": self.cfg.instance,
+            "message_id": str(w.msg.message_id()),
+            "topic": w.msg.topic_name(),
+            "attempt": w.attempt,
+            "item_type": w.type,
+        }
+        if w.mismatch:
+            rec["mismatch"] = w.mismatch
+        if info is not None:
+            rec.update(plan_hash=info.planHash, item_id=info.itemId)
+            if info.HasField("ledgerId"):
+                rec["ledger_id"] = info.ledgerId
+            if info.objectKey:
+                rec["object_key"] = info.objectKey
+        if w.approval_id:
+            rec["approval_id"] = w.approval_id
+        if w.outcome != "failed" and w.mismatch:
+            rec["message"] = m.describe(info) if info is not None else None
+        rec.update(extra)
+        return rec
+
+    def _batch(
+        self, msgs: Sequence[Any], consumer: Any, reader: v.LiveReader, s3: Any, retry: Any, dlq: Any, bk: Any
+    ) -> None:
+        work = self._prepare(msgs)
+        self._verify(work, reader, s3)
+        claimed: list[tuple[str, str]] = []
+        with self._lock:
+            for w in work:
+                if w.act is None:
+                    continue
+                key = (w.info.planHash, w.info.itemId)
+                if key in self._active:  # a duplicate message: one effect only, the other comes back later
+                    w.act, w.outcome = None, "failed"
+                    w.reason = "the same item is being acted on by another worker; verified again later"
+                else:
+                    self._active.add(key)
+                    claimed.append(key)
+        try:
+            self._act_and_record(work, consumer, s3, retry, dlq, bk)
+        finally:
+            with self._lock:
+                self._active.difference_update(claimed)
+
+    def _act_and_record(
+        self, work: list[_Work], consumer: Any, s3: Any, retry: Any, dlq: Any, bk: Any
+    ) -> None:
+        acting = [w for w in work if w.act is not None]
+        if acting:
+            self.journal.append(
+                [
+                    {
+                        "type": "intent",
+                        "deleter": self.cfg.instance,
+                        "plan_hash": w.info.planHash,
+                        "item_id": w.info.itemId,
+                        "approval_id": w.approval_id,
+                        "action": w.item["action"],  # type: ignore[index]
+                        "znode_version": getattr(w.act, "version", None),
+                        "keys": list(w.act) if isinstance(w.act, list) else None,
+                        "message_id": str(w.msg.message_id()),
+                    }
+                    for w in acting
+                ]
+            )
+            self._execute(acting, s3, bk)
+        # failures: to the retry topic, or the dead-letter topic after max_attempts
+        records = []
+        for w in work:
+            if w.outcome == "failed":
+                nxt = "dead_letter" if w.attempt + 1 >= self.cfg.max_attempts else "retry"
+                props = dict(w.msg.properties() or {})
+                props[m.PROP_ATTEMPT] = str(w.attempt + 1)
+                props[m.PROP_REASON] = redact(w.reason)[:500]
+                try:
+                    if nxt == "retry":
+                        retry.send(w.msg.data(), properties=props,
+                                   deliver_after=timedelta(seconds=self.cfg.retry_delay_s))  # fmt: skip
+                    else:
+                        props["ledgerlens.origin_topic"] = w.msg.topic_name()
+                        dlq.send(w.msg.data(), properties=props)
+                except Exception as e:  # noqa: BLE001 - cannot re-queue: leave unacked, it comes back
+                    w.detail["unacked"] = f"{nxt} send failed: {e}"
+                    records.append(self._record(w, next="redeliver"))
+                    continue
+                records.append(self._record(w, next=nxt))
+            else:
+                records.append(self._record(w))
+        self.journal.append(records)
+        self._count(work)
+        for w in work:
+            if "unacked" in w.detail:
+                consumer.negative_acknowledge(w.msg)
+                continue
+            consumer.acknowledge(w.msg)
+            self.metrics.acked.inc()
+        with self._lock:
+            self.report.outcomes.update(str(w.outcome) for w in work)
+            if self._progress is not None:
+                self._progress(self.report)
+
+    def _count(self, work: Sequence[_Work]) -> None:
+        mt = self.metrics
+        for w in work:
+            t = w.type
+            mt.received.labels(type=t).inc()
+            if w.outcome == "deleted":
+                (mt.deleted_ledgers if t == "ledger" else mt.deleted_offload_copies).inc()
+            elif w.outcome == "loaded":
+                mt.loaded_topics.inc()
+            elif w.outcome == "already_gone":
+                mt.already_gone.labels(type=t).inc()
+            elif w.outcome == "skipped_in_use":
+                mt.skipped_in_use.labels(type=t).inc()
+            elif w.outcome == "skipped_mismatch":
+                mt.skipped_mismatch.labels(type=t, reason=w.mismatch or "changed").inc()
+            elif w.outcome == "failed":
+                mt.failed.labels(type=t).inc()
+                if "unacked" not in w.detail:
+                    if w.attempt + 1 >= self.cfg.max_attempts:
+                        mt.dead_lettered.inc()
+                    else:
+                        mt.retried.inc()
+
+    # -- dry run -----------------------------------------------------------------------------------
+
+    def _dry_run(self) -> None:
+        """Receive the subscription's pending messages, verify, acknowledge none: closing the consumer
+        hands them back to the subscription untouched (a running deleter gets them then)."""
+        import pulsar
+
+        client, zk, bk, s3 = self._connect()
+        idle = self.cfg.until_idle_s if self.cfg.until_idle_s is not None else 5.0
+        try:
+            consumer = client.subscribe(
+                [self.cfg.topic, m.retry_topic(self.cfg.topic)],
+                self.cfg.subscription,
+                consumer_type=pulsar.ConsumerType.Shared,
+                initial_position=pulsar.InitialPosition.Earliest,
+                batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(self.cfg.batch_size, -1, 200),
+            )
+            reader_lr = v.LiveReader(bk, zk, self.cfg.roots)
+            last = time.monotonic()
+            try:
+                while time.monotonic() - last < idle and not self._stop.is_set():
+                    msgs = list(consumer.batch_receive())
+                    if msgs:
+                        last = time.monotonic()
+                        self._dry_batch(msgs, reader_lr, s3)
+            finally:
+                consumer.close()
+        finally:
+            self._disconnect(client, zk, bk)
+
+    def _dry_batch(self, msgs: Sequence[Any], reader: v.LiveReader, s3: Any) -> None:
+        work = self._prepare(msgs)
+        self._verify(work, reader, s3)
+        self.report.messages += len(work)
+        for w in work:
+            outcome = (
+                ("would_" + ("load" if w.item and w.item["action"] == "load_topic" else "delete"))
+                if (w.act is not None)
+                else str(w.outcome)
+            )
+            self.report.outcomes[outcome] += 1
+            self.report.would.append(
+                {
+                    "outcome": outcome,
+                    "reason": w.reason,
+                    "item_id": getattr(w.info, "itemId", None),
+                    "plan_hash": getattr(w.info, "planHash", None),
+                }
+            )
+
+
+def write_report(report: DeleterReport, path: str | Path) -> None:
+    """A deleter run's report as JSON."""
+    Path(path).write_text(
+        json.dumps(
+            {"execute": report.execute, "outcomes": dict(report.outcomes), "messages": report.messages,
+             "seconds": round(report.seconds, 3), "would": report.would},
+            indent=1,
+        ) + "\n"
+    )  # fmt: skip
+
+
+__all__ = ["Deleter", "DeleterConfig", "DeleterReport"]

@@ -1,0 +1,612 @@
+"""Approve and delete against a real Pulsar standalone: PIP-186 two-phase deletion from outside the broker.
+
+The deletion tests mutate the cluster, so they run their own sandbox (module fixture), never the
+session one that other e2e tests audit for exact findings. It is seeded and planted like the
+shared one (real traffic, real leaks), plus orphans for the race and forgery tests, and its bookie
+runs its garbage collector every two seconds so that "the bookie no longer serves a deleted
+ledger" is observable within the test.
+
+- ``test_approved_orphans_are_deleted_and_nothing_else``: audit, plan, approve, publish (twice),
+  dry run, execute; every approved orphan is gone (metadata removed, the bookie refuses its
+  entries, objects gone), every other ledger and object is byte-for-byte what it was, the audit
+  afterwards reports none of them, journal and counters agree.
+- ``test_races_and_forgery_are_refused_and_journaled``: a ledger referenced again after approval,
+  hand-made messages (a live ledger, another managed ledger's ledger, an item of no approved plan,
+  a poison payload) are refused and journaled, the poison ends in the dead-letter topic; a
+  tampered journal stops the deleter.
+- ``test_faults_repeated`` (slow): deleter SIGKILLed at random points, S3 stopped mid-run,
+  ZooKeeper session expired, over several runs with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens.deletion import messages as m
+from ledgerlens.deletion.approval import approve
+from ledgerlens.deletion.deleter import Deleter, DeleterConfig
+from ledgerlens.deletion.journal import Journal, JournalTampered
+from ledgerlens.deletion.metrics import DeletionMetrics
+from ledgerlens.deletion.plan import build_plan, write_plan
+from ledgerlens.deletion.publish import publish, pulsar_client
+from ledgerlens.deletion.status import dead_letters, final_outcomes, in_flight
+from ledgerlens.errors import SandboxError
+from ledgerlens.formats.paths import ledger_path
+from ledgerlens.proto import managed_ledger_pb2 as mlpb
+from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, topic_path
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+RACE_TOPIC = "persistent://ll-fail/ns/race victims"
+RACE_ML = "ll-fail/ns/persistent/race+victims"
+AGE_S = 30
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def bookie_read(port: int, ledger_id: int, entry_id: int = 0) -> int:
+    """Read one entry straight from the bookie (v2 wire protocol); returns its rc (0: served)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(struct.pack(">iiqq", 20, (2 << 24) | (2 << 16), ledger_id, entry_id))
+
+        def recv(n: int) -> bytes:
+            buf = b""
+            while len(buf) < n:
+                chunk = s.recv(n - len(buf))
+                if not chunk:
+                    raise EOFError("bookie closed the connection")
+                buf += chunk
+            return buf
+
+        (size,) = struct.unpack(">i", recv(4))
+        _, rc, _, _ = struct.unpack(">iiqq", recv(size)[:24])
+        return int(rc)
+
+
+def snapshot(
+    zk: Any, s3: Any, bucket: str
+) -> tuple[dict[int, tuple[bytes, int]], dict[str, tuple[str, str]]]:
+    """Every ledger znode (bytes, version) and every object (ETag, SHA-256 of its bytes)."""
+    from ledgerlens.formats.paths import is_ledger_level1, ledger_id_from_path
+
+    ledgers: dict[int, tuple[bytes, int]] = {}
+    stack = [f"/ledgers/{c}" for c in zk.get_children("/ledgers") if is_ledger_level1(c)]
+    while stack:
+        p = stack.pop()
+        for c in zk.get_children(p):
+            child = f"{p}/{c}"
+            if c.startswith("L"):
+                try:
+                    data, stat = zk.get(child)
+                except Exception:  # noqa: BLE001 - vanished between list and read
+                    continue
+                if b"pulsar/system/persistent/__ledger_deletion" in data:
+                    continue  # the deletion topics' own ledgers: the broker rolls and trims them
+                ledgers[ledger_id_from_path(child)] = (data, stat.version)
+            else:
+                stack.append(child)
+    objects: dict[str, tuple[str, str]] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for o in page.get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+            objects[o["Key"]] = (o["ETag"], hashlib.sha256(body).hexdigest())
+    return ledgers, objects
+
+
+def make_race_orphans(state: dict[str, Any], zk: Any) -> list[Any]:
+    """Three orphan ledgers of one topic (dropped from its list by version-checked edits); returns
+    their LedgerInfo messages so that a test can reference one again."""
+    from ledgerlens.sandbox.pulsar import make_client
+    from ledgerlens.sandbox.seed import ensure_namespace, produce
+
+    ensure_namespace(state["web_url"], "ll-fail/ns", {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+    client = make_client(state)
+    try:
+        produce(client, RACE_TOPIC, 230)
+    finally:
+        client.close()
+    admin(state["web_url"], "PUT", topic_path(RACE_TOPIC) + "/unload")
+    path = f"/managed-ledgers/{RACE_ML}"
+    data, stat = zk.get(path)
+    info = mlpb.ManagedLedgerInfo()
+    info.ParseFromString(data)
+    if len(info.ledgerInfo) < 5:
+        raise SandboxError(f"{path}: expected at least 5 ledgers, got {len(info.ledgerInfo)}")
+    dropped = [info.ledgerInfo[i] for i in (0, 1, 2)]
+    kept = [li for li in info.ledgerInfo if li not in dropped]
+    copies = []
+    for li in dropped:
+        c = mlpb.ManagedLedgerInfo.LedgerInfo()
+        c.CopyFrom(li)
+        copies.append(c)
+    del info.ledgerInfo[:]
+    info.ledgerInfo.extend(kept)
+    zk.set(path, info.SerializeToString(), version=stat.version)
+    return copies
+
+
+def reference_again(zk: Any, li: Any) -> None:
+    """Put a dropped ledger back into its managed ledger's list (version-checked), oldest first."""
+    path = f"/managed-ledgers/{RACE_ML}"
+    data, stat = zk.get(path)
+    info = mlpb.ManagedLedgerInfo()
+    info.ParseFromString(data)
+    ledgers = sorted([*info.ledgerInfo, li], key=lambda x: x.ledgerId)
+    del info.ledgerInfo[:]
+    info.ledgerInfo.extend(ledgers)
+    zk.set(path, info.SerializeToString(), version=stat.version)
+
+
+@dataclasses.dataclass
+class DelEnv:
+    box: PulsarSandbox
+    state: dict[str, Any]
+    truth: dict[str, Any]
+    zk: Any
+    s3: Any
+    race: list[Any]
+    audit_dir: Path
+    plan: dict[str, Any]
+    work: Path
+
+    @property
+    def bucket(self) -> str:
+        return str(self.state["bucket"])
+
+    def config(self, **kw: Any) -> DeleterConfig:
+        base = DeleterConfig(
+            zookeeper=self.state["zookeeper_hosts"],
+            service_url=self.state["service_url"],
+            web_url=self.state["web_url"],
+            s3=S3Source(self.bucket, endpoint_url=self.state["s3_endpoint"]),
+            until_idle_s=6,
+            retry_delay_s=1,
+            max_attempts=3,
+            execute=True,
+            batch_size=50,
+        )
+        return dataclasses.replace(base, **kw)
+
+
+def run_audit(spark: Any, env_state: dict[str, Any], out: Path) -> Any:
+    from ledgerlens import pipeline
+
+    zk = ZooKeeperSource(hosts=env_state["zookeeper_hosts"])
+    s3 = S3Source(env_state["bucket"], endpoint_url=env_state["s3_endpoint"])
+    cfg = AuditConfig(min_orphan_age_s=AGE_S, retention_grace_s=AGE_S)
+    return pipeline.run(spark, zk, s3, cfg, out, progress=False)
+
+
+@pytest.fixture(scope="module")
+def del_env(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[DelEnv]:
+    """A Pulsar sandbox of its own: up, seeded, extra orphans, planted; audited and planned once."""
+    import boto3
+    from kazoo.client import KazooClient
+
+    from ledgerlens.sandbox.failures import plant
+    from ledgerlens.sandbox.seed import seed
+
+    saved = {k: os.environ.get(k) for k in AWS_DUMMY}
+    os.environ.update(AWS_DUMMY)
+    work = tmp_path_factory.mktemp("deletion")
+    box = PulsarSandbox(work / "sandbox", extra_conf={"gcWaitTime": "2000"})
+    zk = None
+    try:
+        try:
+            state = box.up(timeout=300)
+            seed(state)
+            zk = KazooClient(hosts=state["zookeeper_hosts"], timeout=30)
+            zk.start(timeout=30)
+            race = make_race_orphans(state, zk)
+            truth = plant(box.state())  # waits until every planted anomaly is older than AGE_S
+        except SandboxError as e:
+            pytest.fail(f"Pulsar sandbox: {e}", pytrace=False)
+        state = box.state()
+        s3 = boto3.client("s3", endpoint_url=state["s3_endpoint"], region_name="us-east-1")
+        audit = run_audit(spark, state, work / "audit-before")
+        plan = build_plan(audit.out_dir)
+        yield DelEnv(box, state, truth, zk, s3, race, Path(audit.out_dir), plan, work)
+    finally:
+        if zk is not None:
+            zk.stop()
+            zk.close()
+        box.down()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def items_of(plan: dict[str, Any], pred: Any) -> list[dict[str, Any]]:
+    return [i for i in plan["items"] if pred(i)]
+
+
+def journal_counts(journal: Journal, deleter: str) -> Counter[str]:
+    return Counter(
+        str(r["outcome"])
+        for r in journal.records()
+        if r.get("type") == "outcome" and r.get("deleter") == deleter
+    )
+
+
+def assert_untouched(
+    before: tuple[dict[int, Any], dict[str, Any]],
+    after: tuple[dict[int, Any], dict[str, Any]],
+    gone_ledgers: set[int] | frozenset[int] = frozenset(),
+    gone_keys: set[str] | frozenset[str] = frozenset(),
+) -> None:
+    """Every ledger and object of ``before`` not meant to go is still there, byte for byte; the ones
+    meant to go are gone. (Ledgers the broker creates meanwhile, e.g. for system topics, are new.)"""
+    b_ledgers, b_objects = before
+    a_ledgers, a_objects = after
+    changed = sorted(
+        lid for lid, node in b_ledgers.items() if lid not in gone_ledgers and a_ledgers.get(lid) != node
+    )
+    assert not changed, f"ledgers changed or removed: {changed}"
+    assert not gone_ledgers & set(a_ledgers), f"still there: {sorted(gone_ledgers & set(a_ledgers))}"
+    changed_keys = sorted(k for k, v in b_objects.items() if k not in gone_keys and a_objects.get(k) != v)
+    assert not changed_keys, f"objects changed or removed: {changed_keys}"
+    assert not gone_keys & set(a_objects), f"still there: {sorted(gone_keys & set(a_objects))}"
+
+
+def deleter_cmd(journal: Path, sandbox: Path, *extra: str) -> list[str]:
+    """``ledgerlens deleter --execute`` on the test's sandbox, as a separate process."""
+    return [sys.executable, "-m", "ledgerlens.cli", "deleter", "--journal", str(journal), "--sandbox",
+            str(sandbox), "--execute", *extra]  # fmt: skip
+
+
+def assert_counters_agree(journal: Journal, cfg: DeleterConfig, metrics: DeletionMetrics) -> None:
+    got = journal_counts(journal, cfg.instance)
+    assert metrics.value("deleted_ledgers") + metrics.value("deleted_offload_copies") == got["deleted"]
+    assert metrics.value("already_gone") == got["already_gone"]
+    assert metrics.value("skipped_in_use") == got["skipped_in_use"]
+    assert metrics.value("skipped_mismatch") == got["skipped_mismatch"]
+    assert metrics.value("failed") == got["failed"]
+    assert metrics.value("received") == sum(got.values()) == metrics.value("acked") + 0
+
+
+# --- tests -----------------------------------------------------------------------------------------
+
+
+def test_approved_orphans_are_deleted_and_nothing_else(del_env: DelEnv, spark: Any) -> None:
+    env = del_env
+    race_ids = {li.ledgerId for li in env.race}
+    planted_ledgers = {e["ledger_id"] for e in env.truth["expected"] if e["kind"] == "orphan_ledger"}
+    planted_keys = {e["object_key"] for e in env.truth["expected"] if e["kind"] == "orphan_offload_object"}
+    plan = env.plan
+    # the plan holds exactly the planted and race orphans: nothing else of the audit is a candidate
+    ledger_items = items_of(plan, lambda i: i["action"] == "delete_ledger")
+    object_items = items_of(plan, lambda i: i["action"] == "delete_object")
+    assert {i["expected"]["ledger_id"] for i in ledger_items} == planted_ledgers | race_ids
+    assert {o["key"] for i in object_items for o in i["expected"]["objects"]} == planted_keys
+    assert not items_of(plan, lambda i: i["action"] == "load_topic")
+
+    approved = items_of(plan, lambda i: i["item_id"] not in {f"ledger:{r}" for r in race_ids})
+    ids = [i["item_id"] for i in approved]
+    plan_path = write_plan(plan, env.work / "plan.json")
+    journal = Journal(env.work / "journal.jsonl")
+    approve(
+        plan_path,
+        journal,
+        plan_hash_given=plan["plan_hash"],
+        approver="carol",
+        reason="INC-1 orphans",
+        item_ids=ids,
+        out=env.work / "approval.json",
+    )
+
+    gone_ledgers = {i["expected"]["ledger_id"] for i in approved if i["action"] == "delete_ledger"}
+    gone_keys = {
+        o["key"] for i in approved if i["action"] == "delete_object" for o in i["expected"]["objects"]
+    }
+    bookie = int(env.state["ports"]["bookie"])
+    served_before = {lid: bookie_read(bookie, lid) for lid in gone_ledgers}
+    before = snapshot(env.zk, env.s3, env.bucket)
+
+    client = pulsar_client(env.state["service_url"])
+    try:
+        first = publish(env.work / "approval.json", journal, client)
+        again = publish(env.work / "approval.json", journal, client)
+        assert (first.sent, first.failed, again.sent, again.already) == (len(ids), [], 0, len(ids))
+        assert in_flight(env.state["web_url"]) == len(ids)
+
+        dry = Deleter(env.config(execute=False), journal).run()
+        assert dry.outcomes == Counter({"would_delete": len(ids)})
+        assert_untouched(before, snapshot(env.zk, env.s3, env.bucket))  # the dry run touched nothing
+
+        cfg = env.config()
+        metrics = DeletionMetrics()
+        report = Deleter(cfg, journal, metrics).run()
+        assert report.outcomes == Counter({"deleted": len(ids)})
+        deadline = time.monotonic() + 30  # acknowledgements reach the broker's stats asynchronously
+        while in_flight(env.state["web_url"]) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert in_flight(env.state["web_url"]) == 0
+        assert dead_letters(client) == []
+    finally:
+        client.close()
+    assert_counters_agree(journal, cfg, metrics)
+    assert metrics.value("deleted_ledgers") == len(gone_ledgers)
+    assert metrics.value("deleted_offload_copies") == len(object_items)
+
+    after = snapshot(env.zk, env.s3, env.bucket)
+    assert_untouched(before, after, gone_ledgers, gone_keys)
+    a_ledgers = after[0]
+    for lid in race_ids:
+        assert lid in a_ledgers
+
+    # the bookie stops serving them once its garbage collector ran (every 2 s here)
+    served = [lid for lid, rc in served_before.items() if rc == 0]
+    deadline = time.monotonic() + 90
+    while served and time.monotonic() < deadline:
+        served = [lid for lid in served if bookie_read(bookie, lid) == 0]
+        time.sleep(1)
+    assert not served, f"bookie still serves deleted ledgers {served}"
+    live = next(lid for lid in sorted(a_ledgers) if lid not in race_ids and bookie_read(bookie, lid) == 0)
+    assert live not in gone_ledgers  # the bookie is up and serves the ledgers that were kept
+
+    audit = run_audit(spark, env.state, env.work / "audit-after")
+    found = audit.findings_pandas()
+    assert not set(found["ledger_id"].dropna().astype(int)) & gone_ledgers
+    assert not set(found["object_key"].dropna()) & gone_keys
+    outcomes = final_outcomes(journal)
+    assert all(outcomes[(plan["plan_hash"], i)] == ["deleted"] for i in ids)
+
+
+def test_races_and_forgery_are_refused_and_journaled(del_env: DelEnv, tmp_path: Path) -> None:
+    env = del_env
+    plan = env.plan
+    v1, v2, v3 = (f"ledger:{li.ledgerId}" for li in env.race)
+    journal = Journal(tmp_path / "journal.jsonl")
+    plan_path = write_plan(plan, tmp_path / "plan.json")
+    approval = approve(
+        plan_path,
+        journal,
+        plan_hash_given=plan["plan_hash"],
+        approver="dave",
+        reason="race victims",
+        item_ids=[v1, v2],
+        out=tmp_path / "approval.json",
+    )
+    # between approval and deletion, v1 is referenced again by its managed ledger
+    reference_again(env.zk, env.race[0])
+    live_info = mlpb.ManagedLedgerInfo()
+    live_info.ParseFromString(env.zk.get("/managed-ledgers/ll-app/orders/persistent/live")[0])
+    live_topic_ledger = live_info.ledgerInfo[0].ledgerId
+    item2 = next(i for i in plan["items"] if i["item_id"] == v2)
+
+    client = pulsar_client(env.state["service_url"])
+    try:
+        assert publish(tmp_path / "approval.json", journal, client).sent == 2
+        producer = client.create_producer(m.DELETION_TOPIC)
+        hand_made = []
+        a = m.item_to_message(item2, plan["plan_hash"])  # approved item id, but a live ledger
+        a.ledgerId = live_topic_ledger
+        hand_made.append(a)
+        b = m.item_to_message(item2, plan["plan_hash"])  # approved item, another managed ledger
+        b.managedLedgerName = "ll-app/orders/persistent/live"
+        hand_made.append(b)
+        c = m.item_to_message(item2, plan["plan_hash"])  # a live ledger under an id of no approval
+        c.itemId, c.ledgerId = f"ledger:{live_topic_ledger}", live_topic_ledger
+        hand_made.append(c)
+        d = m.item_to_message(next(i for i in plan["items"] if i["item_id"] == v3), "f" * 64)  # no such plan
+        hand_made.append(d)
+        for msg in hand_made:
+            producer.send(msg.SerializeToString())
+        producer.send(b"\x08\x01 poison: not a PendingDeleteLedgerInfo")
+        producer.close()
+
+        cfg = env.config(max_attempts=2, retry_delay_s=1, until_idle_s=8)
+        metrics = DeletionMetrics()
+        Deleter(cfg, journal, metrics).run()
+        dlq = dead_letters(client)
+    finally:
+        client.close()
+
+    zk = env.zk
+    assert zk.exists(ledger_path(env.race[0].ledgerId)) is not None  # referenced again: kept
+    assert zk.exists(ledger_path(env.race[1].ledgerId)) is None  # approved, still orphaned: deleted
+    assert zk.exists(ledger_path(env.race[2].ledgerId)) is not None  # not approved
+    assert zk.exists(ledger_path(live_topic_ledger)) is not None
+    outcomes = final_outcomes(journal)
+    assert outcomes[(plan["plan_hash"], v1)] == ["skipped_in_use"]
+    assert outcomes[(plan["plan_hash"], v2)][-1] == "deleted"
+    refusals = [r for r in journal.records() if r.get("mismatch") in ("forged", "unapproved")]
+    assert Counter(r["mismatch"] for r in refusals) == Counter({"forged": 2, "unapproved": 2})
+    assert all(r["outcome"] == "skipped_mismatch" and r["reason"] for r in refusals)
+    poison = [r for r in journal.records() if r.get("type") == "outcome" and r.get("item_type") == "unknown"]
+    assert [r.get("next") for r in poison] == ["retry", "dead_letter"]
+    assert len(dlq) == 1 and "error" in dlq[0]
+    assert metrics.value("dead_lettered") == 1 and metrics.value("retried") == 1
+    assert_counters_agree(journal, cfg, metrics)
+    assert approval["approval_id"] in {
+        r.get("approval_id") for r in journal.records() if r.get("type") == "approval"
+    }
+
+    # a tampered journal stops the deleter before it reads a message
+    text = journal.path.read_text().replace('"reason":"race victims"', '"reason":"race victims!"')
+    journal.path.write_text(text)
+    with pytest.raises(JournalTampered):
+        Deleter(env.config(), Journal(journal.path)).run()
+    proc = subprocess.run(
+        deleter_cmd(journal.path, env.box.workdir, "--until-idle", "2s"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "does not chain" in proc.stderr, proc.stderr
+
+
+# --- faults (slow) ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_faults_repeated(del_env: DelEnv, tmp_path: Path) -> None:
+    """Deleter SIGKILLed at random points, S3 stopped mid-run, ZooKeeper session expired; fixed seed."""
+    from ledgerlens.sandbox.failures import restore_s3
+    from ledgerlens.sandbox.orphans import audit_output, fabricate
+
+    env = del_env
+    restore_s3(env.box.state())  # the deleter reaches S3 through the relay, which the test stops
+    rng = random.Random(186)
+    runs = int(os.environ.get("LEDGERLENS_FAULT_RUNS", "5"))
+    for run in range(runs):
+        base = tmp_path / f"run{run}"
+        orphans = fabricate(
+            env.zk,
+            env.s3,
+            env.bucket,
+            managed_ledger="ll-fail/ns/persistent/faults",
+            ledgers=120,
+            copies=20,
+            first_id=60_000_000 + run * 1000,
+            seed=run,
+        )
+        decoys = fabricate(
+            env.zk,
+            env.s3,
+            env.bucket,
+            managed_ledger="ll-fail/ns/persistent/decoys",
+            ledgers=30,
+            copies=5,
+            first_id=70_000_000 + run * 1000,
+            seed=1000 + run,
+        )
+        out = audit_output(
+            base / "audit",
+            env.zk,
+            env.s3,
+            env.bucket,
+            ledger_ids=orphans.ledger_ids,
+            object_keys=orphans.object_keys,
+            tenants=["ll-fail"],
+        )
+        plan = build_plan(out)
+        plan_path = write_plan(plan, base / "plan.json")
+        journal = Journal(base / "journal.jsonl")
+        approve(
+            plan_path,
+            journal,
+            plan_hash_given=plan["plan_hash"],
+            approver="erin",
+            reason=f"fault run {run}",
+            out=base / "approval.json",
+        )
+        before = snapshot(env.zk, env.s3, env.bucket)
+        client = pulsar_client(env.state["service_url"])
+        try:
+            assert publish(base / "approval.json", journal, client).sent == len(plan["items"])
+        finally:
+            client.close()
+        textfile = base / "metrics.prom"
+        cmd = deleter_cmd(
+            journal.path,
+            env.box.workdir,
+            "--until-idle",
+            "8s",
+            "--retry-delay",
+            "2s",
+            "--max-attempts",
+            "50",
+            "--batch-size",
+            "10",
+            "--parallelism",
+            "2",
+            "--metrics-textfile",
+            str(textfile),
+        )
+        fault = ["kill", "s3", "zk"][run % 3]
+        if fault == "zk":  # in-process, so that the test can take its ZooKeeper session over
+            cfg = env.config(
+                until_idle_s=8, retry_delay_s=2, max_attempts=50, batch_size=10, textfile=str(textfile)
+            )
+            deleter = Deleter(cfg, journal, DeletionMetrics())
+            thread = threading.Thread(target=deleter.run)
+            thread.start()
+            time.sleep(rng.uniform(1.0, 3.0))
+            for zc in deleter.zookeeper_clients:
+                expire_session(env.state["zookeeper_hosts"], zc)
+            thread.join(timeout=600)
+            assert not thread.is_alive()
+        else:
+            if fault == "s3":
+                cmd += ["--s3-endpoint", env.state["s3_relay_endpoint"]]
+            for attempt in range(3):  # killed runs, then one that finishes
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                if attempt < 2 and fault == "kill":
+                    time.sleep(rng.uniform(1.0, 6.0))
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait(timeout=60)
+                    continue
+                if fault == "s3":
+                    time.sleep(rng.uniform(1.0, 3.0))
+                    env.box.stop_s3_relay()
+                    time.sleep(rng.uniform(2.0, 5.0))
+                    env.box.start_s3_relay()
+                _, stderr = proc.communicate(timeout=600)
+                assert proc.returncode == 0, stderr
+                break
+        outcomes = final_outcomes(journal)
+        a_ledgers, a_objects = snapshot(env.zk, env.s3, env.bucket)
+        assert not set(orphans.ledger_ids) & set(a_ledgers), f"run {run} ({fault}): approved ledgers left"
+        assert not set(orphans.object_keys) & set(a_objects), f"run {run} ({fault}): approved objects left"
+        assert set(decoys.ledger_ids) <= set(a_ledgers) and set(decoys.object_keys) <= set(a_objects)
+        assert_untouched(before, (a_ledgers, a_objects), set(orphans.ledger_ids), set(orphans.object_keys))
+        for item in plan["items"]:  # exactly once in effect: ends deleted or already gone, never refused
+            seen = outcomes.get((plan["plan_hash"], item["item_id"]), [])
+            assert seen and seen[-1] in ("deleted", "already_gone"), (run, fault, item["item_id"], seen)
+            assert "skipped_mismatch" not in seen and "skipped_in_use" not in seen
+        deleted = [r for r in journal.records() if r.get("type") == "outcome" and r["outcome"] == "deleted"]
+        assert len({(r["plan_hash"], r["item_id"]) for r in deleted}) == len(deleted)  # no second effect
+        # the last (finished) deleter's textfile agrees with its own journal lines
+        last = [r for r in journal.records() if r.get("type") == "outcome"][-1]["deleter"]
+        prom = _read_prom(textfile)
+        counts = journal_counts(journal, last)
+        assert (
+            prom.get("ledgerlens_deletion_deleted_ledgers_total", 0)
+            + prom.get("ledgerlens_deletion_deleted_offload_copies_total", 0)
+            == counts["deleted"]
+        )
+        assert prom.get("ledgerlens_deletion_already_gone_total", 0) == counts["already_gone"]
+
+
+def _read_prom(path: Path) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, value = line.rsplit(" ", 1)
+        out[name.split("{", 1)[0]] = out.get(name.split("{", 1)[0], 0.0) + float(value)
+    return out
+
+
+def expire_session(hosts: str, client: Any) -> None:
+    """Expire a kazoo client's ZooKeeper session the way ZooKeeper does it to a lost client: another
+    client takes the session over (same id and password) and closes it."""
+    from kazoo.client import KazooClient
+
+    session_id, password = client.client_id
+    thief = KazooClient(hosts=hosts, client_id=(session_id, password), timeout=10)
+    thief.start(timeout=30)
+    thief.stop()
+    thief.close()
