@@ -52,7 +52,8 @@ from ledgerlens.formats.paths import ledger_path
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, topic_path
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]
+# Not yet run green end to end on this machine (the Pulsar lock was never free): slow until it is.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(3600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 RACE_TOPIC = "persistent://ll-fail/ns/race victims"
