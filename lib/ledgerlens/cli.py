@@ -132,6 +132,19 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
         help="tiered-storage bucket to inventory (offload rules run only with it)",
     )
     g.add_argument(
+        "--cluster-name",
+        metavar="NAME",
+        default=None,
+        help="the audited Pulsar cluster, for shared buckets: objects other clusters wrote are "
+        "foreign, never orphans (default: the single cluster under /admin/clusters)",
+    )
+    g.add_argument(
+        "--deep-offload-check",
+        action="store_true",
+        help="stream every offloaded data block and check entry ids and lengths (reads the whole "
+        "bucket; by default only index objects and each data object's first block header are read)",
+    )
+    g.add_argument(
         "--min-orphan-age",
         metavar="DURATION",
         default=None,
@@ -354,6 +367,9 @@ def format_summary(summary: dict[str, Any], out_dir: Path, findings_path: Path |
         lines.append(
             "dropped on re-verification: " + ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))
         )
+    note = summary.get("offload_cluster_note")
+    if note:
+        lines.append(note)
     lines.append(f"findings: {findings_path or out_dir / 'findings.parquet'}")
     lines.append(f"summary:  {out_dir / 'summary.json'}")
     return "\n".join(lines)
@@ -378,6 +394,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             context=settings.public(),
             stores=stores,
+            cluster_name=args.cluster_name,
+            deep_offload_check=args.deep_offload_check,
         )
     finally:
         if owned:
@@ -417,6 +435,8 @@ def notebook_parameters(args: argparse.Namespace) -> dict[str, Any]:
         "as_of": args.as_of,
         "spark_master": args.spark_master or "",
         "ledgers_root": args.ledgers_root or "",
+        "cluster_name": args.cluster_name or "",
+        "deep_offload_check": bool(args.deep_offload_check),
         "interactive": False,
     }
 

@@ -158,6 +158,42 @@ def _stage_task(
 
 
 # -- driver ------------------------------------------------------------------------------------
+def _verify_task(
+    source: S3Source, deep: bool, counters: Any
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function verifying the offload objects of one partition (uuid-hashed)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from ledgerlens.offload.verify import VerifyStats, verify_objects
+        from ledgerlens.sources import s3
+
+        objects = [r for b in batches for r in b.to_pylist()]
+        if not objects:
+            return
+        stats = VerifyStats()
+        client = s3.make_client(source)
+        try:
+            rows = verify_objects(client, objects, deep=deep, max_in_flight=source.max_in_flight, stats=stats)
+            yield from _batches(rows, schemas.OFFLOAD_SEGMENTS)
+        finally:
+            counters.add({f"offload_segments.{k}": v for k, v in stats.as_dict().items()})
+
+    return run
+
+
+def _verify_offload(
+    spark: SparkSession, source: S3Source, deep: bool, out_dir: str, inv: Inventory, counters: Any
+) -> None:
+    """The ``offload_segments`` table: every listed object verified by ranged reads, the objects of
+    one offload (data and index) in one task."""
+    path = table_path(out_dir, "offload_segments")
+    listed = spark.read.schema(schemas.OFFLOAD_OBJECTS).parquet(inv.tables["offload_objects"])
+    n = max(1, 4 * spark.sparkContext.defaultParallelism)
+    fn = _verify_task(source, deep, counters)
+    _write(listed.repartition(n, "uuid").mapInArrow(fn, schemas.OFFLOAD_SEGMENTS), path)
+    inv.tables["offload_segments"] = path
+
+
 def _n_tasks(spark: SparkSession, zk_tasks: int | None, n_items: int) -> int:
     want = zk_tasks or 4 * spark.sparkContext.defaultParallelism
     return max(1, min(want, n_items))
@@ -269,6 +305,8 @@ def collect_inventory(
     out_dir: str,
     *,
     progress: bool = True,
+    verify_offload: bool = True,
+    deep_offload_check: bool = False,
 ) -> Inventory:
     """Inventory every stage of every source into Parquet tables, one Spark job per stage.
 
@@ -286,6 +324,10 @@ def collect_inventory(
         Directory (local or Hadoop URI) receiving one Parquet directory per table.
     progress : bool
         Show a tqdm bar over the stages.
+    verify_offload, deep_offload_check : bool
+        After the bucket listing: read each index object and each data object's first block
+        header into the ``offload_segments`` table (``ledgerlens.offload.verify``);
+        ``deep_offload_check`` streams every data block instead.
 
     Raises
     ------
@@ -313,7 +355,9 @@ def collect_inventory(
         x.check()
     stages = [st for st in STAGES if any(st in x.stages for x in srcs)]
     counters = spark.sparkContext.accumulator({}, _Counters())
-    bar = tqdm(total=len(stages), disable=not progress, unit="stage")
+    listing = next((x for x in srcs if isinstance(x, S3Listing)), None)
+    verify = verify_offload and listing is not None and "offload_objects" in stages
+    bar = tqdm(total=len(stages) + int(verify), disable=not progress, unit="stage")
     try:
         for stage in stages:
             bar.set_description(f"collect {stage}")
@@ -332,10 +376,18 @@ def collect_inventory(
                 inv.s3_scanned = True
             inv.timings[stage] = time.perf_counter() - t0
             bar.update(1)
+        if verify and listing is not None and inv.s3_scanned:
+            bar.set_description("collect offload_segments")
+            t0 = time.perf_counter()
+            _verify_offload(spark, listing.s3, deep_offload_check, out_dir, inv, counters)
+            inv.timings["offload_segments"] = time.perf_counter() - t0
+            bar.update(1)
     finally:
         bar.close()
     if not inv.s3_scanned:
         _delete(spark, table_path(out_dir, "offload_objects"))  # no stale table from an earlier run
+    if "offload_segments" not in inv.tables:
+        _delete(spark, table_path(out_dir, "offload_segments"))
     inv.sources = [x.describe() for x in srcs]
     for t, p in inv.tables.items():
         inv.counts[t] = spark.read.schema(schemas.INVENTORY[t]).parquet(p).count()

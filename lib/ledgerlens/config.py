@@ -115,6 +115,7 @@ class ZooKeeperSource:
     managed_ledgers_root: str = "/managed-ledgers"
     schemas_root: str = "/schemas"
     policies_root: str = "/admin/policies"
+    clusters_root: str = "/admin/clusters"
     rate_limit: float = 20_000.0  # read operations per second, whole scan (split across tasks)
     max_in_flight: int = 200  # outstanding asynchronous reads per task
     timeout_s: float = 30.0

@@ -126,6 +126,31 @@ def foreign_by_tenant(findings: DataFrame) -> dict[str, dict[str, int]]:
     }
 
 
+def audited_cluster(stores: Any, cluster_name: str | None) -> tuple[str | None, list[str]]:
+    """The audited Pulsar cluster: ``cluster_name`` when given, else the single cluster under
+    ``/admin/clusters`` of the (first live ZooKeeper) Pulsar store, None with several, none, or
+    no live store to ask; and the clusters found there."""
+    from kazoo.exceptions import KazooException, NoNodeError
+
+    from ledgerlens.sources import zookeeper as z
+
+    live = [p for p in getattr(stores, "pulsar", ()) if isinstance(getattr(p, "zk", None), ZooKeeperSource)]
+    found: list[str] = []
+    if live:
+        zk = live[0].zk
+        client = z.connect(zk.hosts, timeout_s=zk.timeout_s, auth=zk.auth)
+        try:
+            found = sorted(c for c in client.get_children(zk.clusters_root) if c != "global")
+        except (NoNodeError, KazooException):
+            found = []
+        finally:
+            client.stop()
+            client.close()
+    if cluster_name:
+        return cluster_name, found
+    return (found[0] if len(found) == 1 else None), found
+
+
 def run(
     spark: SparkSession,
     zk: ZooKeeperSource | None,
@@ -136,13 +161,16 @@ def run(
     progress: bool = True,
     context: dict[str, Any] | None = None,
     stores: Stores | None = None,
+    cluster_name: str | None = None,
+    deep_offload_check: bool = False,
 ) -> AuditRun:
     """Collect, audit, re-verify and write ``findings.parquet`` and ``summary.json`` under ``out_dir``.
 
     ``context`` (``ledgerlens.contexts.Settings.public()``: the context's name and the resolved
     settings, secrets redacted) is recorded in the summary as ``context``. ``stores`` names the
     BookKeeper and Pulsar metadata stores (``ledgerlens.sources.stores``); without it ``zk`` is one
-    live ZooKeeper holding both.
+    live ZooKeeper holding both. ``cluster_name`` is the audited Pulsar cluster (default: the
+    single one under ``/admin/clusters``); ``deep_offload_check`` streams every offloaded data block.
     """
     from pyspark.sql import functions as F
 
@@ -162,13 +190,23 @@ def run(
     timings: dict[str, float] = {}
 
     t0 = time.monotonic()
-    inventory = collect_inventory(spark, stores.sources(), s3, str(out / "inventory"), progress=progress)
+    cluster, clusters = audited_cluster(stores, cluster_name)
+    inventory = collect_inventory(
+        spark,
+        stores.sources(),
+        s3,
+        str(out / "inventory"),
+        progress=progress,
+        deep_offload_check=deep_offload_check,
+    )
     timings.update({f"collect.{k}": v for k, v in inventory.timings.items()})
     timings["collect"] = time.monotonic() - t0
 
     t1 = time.monotonic()
     tables = load_inventory(spark, str(out / "inventory"))
-    findings = run_audit(tables, audit, offload_bucket=s3.bucket if s3 else None).persist()
+    findings = run_audit(
+        tables, audit, offload_bucket=s3.bucket if s3 else None, cluster_name=cluster
+    ).persist()
     candidates_df = findings.filter(F.col("kind").isin(*REVERIFIED_KINDS))
     rest = findings.filter(~F.col("kind").isin(*REVERIFIED_KINDS))
     bk = tables["bk_ledgers"].select(
@@ -213,6 +251,16 @@ def run(
         "foreign_by_tenant": foreign_by_tenant(final_written),
         "inventory_counts": inventory.counts,
         "s3_scanned": inventory.s3_scanned,
+        "cluster_name": cluster,
+        "clusters_in_store": clusters,
+        "offload_cluster_note": None
+        if cluster or s3 is None
+        else (
+            f"the audited cluster is unknown ({len(clusters)} clusters under /admin/clusters): "
+            "no offload object tagged with a cluster name was reported as an orphan; "
+            "pass --cluster-name NAME"
+        ),
+        "deep_offload_check": deep_offload_check,
         "reverified": len(candidates),
         "dropped_on_reverify": dict(sorted(verdicts.dropped.items())),
         "timings": {k: round(v, 3) for k, v in timings.items()},

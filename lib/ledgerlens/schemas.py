@@ -164,6 +164,53 @@ PULSAR_TENANTS = _schema(
     ("store", _S),  # the Pulsar metadata store it was found in (InventorySource.location)
 )
 
+# One ledger described by an offload index object (V1: one, from the embedded BookKeeper metadata;
+# V2: several, from the embedded managed-ledger LedgerInfo).
+OFFLOAD_INDEX_LEDGER = _schema(
+    ("ledger_id", _L),  # V1: from the key
+    ("entries", _L),  # V1: last_entry_id + 1; V2: LedgerInfo entries
+    ("last_entry_id", _L),
+    ("length", _L),  # V1: BookKeeper length; V2: LedgerInfo size
+    ("state", _S),  # V1 only: CLOSED, OPEN...
+    ("ctime_ms", _L),
+    ("blocks", _I),  # index entries (one per block)
+    ("first_entry_id", _L),  # the first block's first entry
+    ("managed_ledger", _S),  # V1: custom metadata pulsar/managed-ledger
+)
+
+OFFLOAD_PROBLEM = _schema(("check", _S), ("detail", _S))
+
+# What verification read in each offload object (one row per object of offload_objects).
+OFFLOAD_SEGMENTS = _schema(
+    ("bucket", _S),
+    ("key", _S),
+    ("uuid", _S),
+    ("ledger_id", _L),  # from the key; null for streaming objects
+    ("role", _S),  # data or index (from the key)
+    ("layout", _S),  # ledger or streaming
+    ("size", _L),
+    ("last_modified_ms", _L),
+    ("format_version", _S),  # user metadata
+    ("managed_ledger", _S),  # user metadata ManagedLedgerName
+    ("cluster_name", _S),  # user metadata pulsarClusterName
+    ("software_version", _S),
+    ("meta_role", _S),  # user metadata role (data / index)
+    ("index_version", _I),  # index objects, and data objects whose index decoded: 1 or 2
+    ("index_data_object_length", _L),  # the data object length the index states
+    ("ledgers", T.ArrayType(OFFLOAD_INDEX_LEDGER)),  # index objects
+    ("blocks", _I),  # blocks of the data object per its index
+    ("block_layout", _S),  # data objects: first block header ledger / streaming
+    ("block_first_entry_id", _L),
+    ("block_ledger_id", _L),  # streaming blocks
+    ("block_length", _L),
+    ("deep_checked", _B),  # every block streamed (--deep-offload-check)
+    ("deep_entries", _L),
+    ("checks", T.ArrayType(_S)),  # the checks run
+    ("problems", T.ArrayType(OFFLOAD_PROBLEM)),  # the checks that failed
+    ("bytes_read", _L),
+    ("error", _S),  # could not be read (vanished since the listing, S3 error): not verified
+)
+
 INVENTORY: Mapping[str, T.StructType] = {
     "bk_ledgers": BK_LEDGERS,
     "managed_ledgers": MANAGED_LEDGERS,
@@ -173,6 +220,7 @@ INVENTORY: Mapping[str, T.StructType] = {
     "namespace_policies": NAMESPACE_POLICIES,
     "offload_objects": OFFLOAD_OBJECTS,
     "pulsar_tenants": PULSAR_TENANTS,
+    "offload_segments": OFFLOAD_SEGMENTS,
 }
 
 # -- Kafka tiered storage (KIP-405) ------------------------------------------------------------

@@ -55,8 +55,11 @@ def _walk(zk: Any, path: str) -> list[tuple[str, bytes, Any]]:
     return out
 
 
-def _decode_all(state: dict[str, Any]) -> dict[str, Any]:
-    """Walk the metadata and the bucket, decode everything; returns decoded records and errors."""
+def _decode_all(state: dict[str, Any], damaged: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Walk the metadata and the bucket, decode everything; returns decoded records and errors.
+
+    ``damaged``: keys of the objects the planting damaged on purpose (not decoded here).
+    """
     zk = sd.zk_client(state)
     errors: list[str] = []
     got: dict[str, Any] = {"ml": {}, "cursors": {}, "ledgers": {}, "schemas": {}, "policies": {}, "index": {}}
@@ -111,7 +114,7 @@ def _decode_all(state: dict[str, Any]) -> dict[str, Any]:
         if parsed is None:
             errors.append(f"{key}: not an offload key")
             continue
-        if parsed.role != "index":
+        if parsed.role != "index" or key in damaged or key.removesuffix("-index") in damaged:
             continue
         try:
             index = decode_offload_index(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), key=key)
@@ -135,7 +138,7 @@ def _decode_all(state: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def decoded(pulsar_env: Any) -> dict[str, Any]:
-    return _decode_all(pulsar_env.state)
+    return _decode_all(pulsar_env.state, frozenset(pulsar_env.truth.get("damaged_objects", [])))
 
 
 def test_sandbox_is_running(pulsar_env: Any) -> None:
@@ -286,6 +289,7 @@ def test_audit_reports_exactly_the_planted_anomalies(pulsar_env: Any, spark: Any
                 as_of_ms=int(time.time() * 1000),
                 min_orphan_age_s=MAX_AGE_S,
                 retention_grace_s=MAX_AGE_S,
+                incomplete_offload_age_s=MAX_AGE_S,  # the planted stale partial upload
                 default_retention_minutes=0,
                 default_retention_mb=0,
             ),

@@ -32,6 +32,7 @@ class FakePipeline:
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     contexts: list[dict[str, Any] | None] = field(default_factory=list)
     stores: list[Any] = field(default_factory=list)
+    options: list[dict[str, Any]] = field(default_factory=list)
 
     def run(
         self,
@@ -44,10 +45,13 @@ class FakePipeline:
         progress: bool = True,
         context: dict[str, Any] | None = None,
         stores: Any = None,
+        cluster_name: str | None = None,
+        deep_offload_check: bool = False,
     ) -> FakeRun:
         self.calls.append((spark, zk, s3, audit, Path(out_dir), progress))
         self.contexts.append(context)
         self.stores.append(stores)
+        self.options.append({"cluster_name": cluster_name, "deep_offload_check": deep_offload_check})
         if self.error:
             raise self.error
         return FakeRun(Path(out_dir), Path(out_dir) / "findings.parquet", self.summary)
@@ -129,6 +133,16 @@ def test_audit_builds_configs(
     printed = capsys.readouterr().out
     assert "0 critical, 1 warning, 0 info" not in printed  # default summary has no findings
     assert "findings.parquet" in printed and "summary.json" in printed
+
+
+def test_offload_flags(fake: types.SimpleNamespace, tmp_path: Path) -> None:
+    argv = ["audit", "--zookeeper", "h:1", "--bucket", "b", "--out", str(tmp_path)]
+    assert cli.main([*argv, "--cluster-name", "east", "--deep-offload-check"]) == 0
+    assert cli.main(argv) == 0
+    assert fake.pipeline.options == [
+        {"cluster_name": "east", "deep_offload_check": True},
+        {"cluster_name": None, "deep_offload_check": False},
+    ]
 
 
 def test_audit_defaults(fake: types.SimpleNamespace, tmp_path: Path) -> None:
@@ -279,6 +293,8 @@ def test_report_parameters_and_calls(
         "as_of": "1700000000000",
         "spark_master": "",
         "ledgers_root": "",
+        "cluster_name": "",
+        "deep_offload_check": False,
         "interactive": False,
     }
     assert calls["html"] == (out / "audit_ledgers.ipynb", out / "report.html", True)

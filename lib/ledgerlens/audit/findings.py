@@ -25,6 +25,8 @@ PULSAR_KINDS: tuple[str, ...] = (
     "open_ledger_overdue",
     "inactive_cursor",
     "corrupt_metadata",
+    "corrupt_offload_object",
+    "foreign_offload_object",
 )
 # Kinds of the Kafka tiered-storage audit (``ledgerlens.kafka.audit``; it emits corrupt_metadata too)
 KAFKA_KINDS: tuple[str, ...] = (

@@ -634,7 +634,7 @@ def _orphans(objects: Column, uuid: Column, ledger_id: Column, config: AuditConf
     """
     cut = config.as_of_ms - config.min_orphan_age_s * 1000
     return F.transform(
-        F.filter(objects, lambda o: o["last_modified_ms"] <= cut),
+        F.filter(objects, lambda o: (o["last_modified_ms"] <= cut) & ~_false(o["no_orphan"])),
         lambda o: _obj_orphan(o, uuid, ledger_id, config),
     )
 
@@ -700,9 +700,13 @@ def offload_rules(
     spots: DataFrame,
     config: AuditConfig,
     offload_bucket: str | None,
+    not_orphans: DataFrame | None = None,
 ) -> DataFrame:
     """``orphan_offload_object``, ``missing_offload_object``, ``incomplete_offload``,
     ``offloaded_not_deleted``.
+
+    ``not_orphans`` (column ``key``): objects never reported as orphans (foreign, of another
+    uuid, tagged with a cluster name while the audited cluster is unknown).
 
     ``offloaded`` are the offloaded ledgers from ``ledger_rules`` (with their BookKeeper facts).
     Per-ledger layout: one full outer join of ledgers and objects grouped by ``(uuid, ledger id)``,
@@ -737,7 +741,12 @@ def offload_rules(
             & ~_false(F.col("pol_error"))
         ).alias("due"),
     )
-    obj = F.struct("key", "role", "size", "last_modified_ms", "bucket", "layout")
+    if not_orphans is not None:
+        keep = not_orphans.select("key").distinct().withColumn("no_orphan", F.lit(True))
+        objects = objects.join(keep, "key", "left")
+    else:
+        objects = objects.withColumn("no_orphan", F.lit(None).cast("boolean"))
+    obj = F.struct("key", "role", "size", "last_modified_ms", "bucket", "layout", "no_orphan")
     segments = F.coalesce("offload_segments", F.array())
 
     # Per-ledger layout (PIP-17): <uuid>-ledger-<id> and <uuid>-ledger-<id>-index.

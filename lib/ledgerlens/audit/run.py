@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from ledgerlens import schemas
 from ledgerlens.audit import rules
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
+from ledgerlens.audit.offload_checks import offload_object_rules
 from ledgerlens.audit.ownership import owned_tenants
 from ledgerlens.audit.references import blind_spots, cursor_references, schema_references
 from ledgerlens.config import AuditConfig
@@ -17,7 +18,9 @@ from ledgerlens.config import AuditConfig
 REQUIRED = ("bk_ledgers", "managed_ledgers", "ml_ledgers", "cursors", "schema_ledgers", "namespace_policies")
 
 
-def _inputs(tables: Mapping[str, DataFrame]) -> tuple[dict[str, DataFrame], DataFrame | None]:
+def _inputs(
+    tables: Mapping[str, DataFrame],
+) -> tuple[dict[str, DataFrame], DataFrame | None, DataFrame | None]:
     """The inventory tables with their declared columns; absent tables (but offload) are empty."""
     if not tables:
         raise ValueError("run_audit: no inventory tables given")
@@ -38,7 +41,11 @@ def _inputs(tables: Mapping[str, DataFrame]) -> tuple[dict[str, DataFrame], Data
     if objects is not None:
         schema = schemas.OFFLOAD_OBJECTS
         objects = objects.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
-    return out, objects
+    segments = tables.get("offload_segments")
+    if segments is not None:
+        schema = schemas.OFFLOAD_SEGMENTS
+        segments = segments.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
+    return out, objects, segments
 
 
 def run_audit(
@@ -47,6 +54,7 @@ def run_audit(
     *,
     offload_bucket: str | None = None,
     materialize: bool = True,
+    cluster_name: str | None = None,
 ) -> DataFrame:
     """Apply every rule of docs/audit-rules.md to the inventory; return the sorted findings.
 
@@ -61,6 +69,9 @@ def run_audit(
     offload_bucket
         The bucket the ``offload_objects`` inventory lists; ledgers offloaded to another bucket are
         not checked. ``None``: the buckets present in ``offload_objects``.
+    cluster_name
+        The audited Pulsar cluster (objects whose user metadata names another cluster are
+        ``foreign_offload_object``); None: unknown, no object tagged with a cluster name is an orphan.
     materialize
         Run the one big join (BookKeeper ledgers against every reference) now and keep its small
         result (candidate rows) as a local checkpoint, so every rule reads it instead of
@@ -72,7 +83,7 @@ def run_audit(
         Exactly the ``schemas.FINDINGS`` columns, ordered by ``order_findings``. Lazy apart from
         the materialized join (see ``materialize``).
     """
-    t, objects = _inputs(tables)
+    t, objects, segments = _inputs(tables)
     spots = blind_spots(t["managed_ledgers"], t["cursors"], t["schema_ledgers"])
     ml_refs = rules.managed_ledger_references(t["ml_ledgers"], t["cursors"], t["namespace_policies"], config)
     refs = ml_refs.unionByName(cursor_references(t["cursors"]), allowMissingColumns=True).unionByName(
@@ -89,7 +100,15 @@ def run_audit(
         rules.corrupt_metadata(t),
     ]
     if objects is not None and offloaded is not None:
-        parts.append(rules.offload_rules(offloaded, objects, spots, config, offload_bucket))
+        not_orphans = None
+        if segments is not None and not segments.isEmpty():  # no object verified: nothing to join
+            tenants = owned.select(F.explode("owned").alias("tenant"))
+            verdicts = offload_object_rules(
+                segments, t["ml_ledgers"], t["bk_ledgers"], tenants, config, cluster_name
+            )
+            parts.append(verdicts.findings)
+            not_orphans = verdicts.not_orphans
+        parts.append(rules.offload_rules(offloaded, objects, spots, config, offload_bucket, not_orphans))
     raw = parts[0]
     for p in parts[1:]:
         raw = raw.unionByName(p)

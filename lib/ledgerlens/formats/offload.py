@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ledgerlens.errors import DecodeError
+from ledgerlens.errors import DecodeError, UnknownVersionError
 
 if TYPE_CHECKING:
     from ledgerlens.formats.bookkeeper import LedgerMetadata
@@ -345,3 +345,145 @@ def decode_offload_index(data: bytes, *, key: str) -> OffloadIndex:
             )
         )
     return OffloadIndex(2, block_length, object_length, header_length, tuple(ledgers))
+
+
+# ---------------------------------------------------------------------------------------------
+# Object user metadata
+
+FORMAT_VERSION_KEY = "s3managedledgeroffloaderformatversion"
+SOFTWARE_VERSION_KEY = "s3managedledgeroffloadersoftwareversion"
+GIT_SHA_KEY = "s3managedledgeroffloadersoftwaregitsha"
+CLUSTER_NAME_KEY = "pulsarclustername"
+ROLE_KEY = "role"
+MANAGED_LEDGER_KEY = "managedledgername"
+SUPPORTED_FORMAT_VERSIONS = ("1",)
+
+
+@dataclass(frozen=True)
+class OffloadUserMetadata:
+    """The user metadata the offloader puts on each object (keys lower-cased, as S3 returns them).
+
+    ``format_version`` is None when the object carries no version key (the reader would refuse it).
+    """
+
+    format_version: str | None
+    software_version: str | None
+    git_sha: str | None
+    cluster_name: str | None
+    role: str | None
+    managed_ledger: str | None
+    other: dict[str, str]
+
+
+def decode_user_metadata(metadata: dict[str, str], *, key: str) -> OffloadUserMetadata:
+    """Decode an offload object's user metadata (``x-amz-meta-*``; keys compared lower-cased).
+
+    Raises
+    ------
+    UnknownVersionError
+        The format version is present but not one this release (and Pulsar's reader) accepts.
+    DecodeError
+        A key or value that is not a string.
+    """
+    lower: dict[str, str] = {}
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise DecodeError(key, f"user metadata entry {k!r}: {v!r} is not text")
+        lower[k.lower()] = v
+    version = lower.pop(FORMAT_VERSION_KEY, None)
+    if version is not None and version not in SUPPORTED_FORMAT_VERSIONS:
+        raise UnknownVersionError(
+            key,
+            f"offloader format version {version!r}, this release reads "
+            + ", ".join(SUPPORTED_FORMAT_VERSIONS),
+        )
+    role = lower.pop(ROLE_KEY, None)
+    return OffloadUserMetadata(
+        format_version=version,
+        software_version=lower.pop(SOFTWARE_VERSION_KEY, None),
+        git_sha=lower.pop(GIT_SHA_KEY, None),
+        cluster_name=lower.pop(CLUSTER_NAME_KEY, None) or None,
+        role=role,
+        managed_ledger=lower.pop(MANAGED_LEDGER_KEY, None) or None,
+        other=lower,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Blocks and parts
+
+
+@dataclass(frozen=True)
+class BlockSpan:
+    """One block of a data object as an index places it: multipart part, byte range, entries."""
+
+    ledger_id: int | None
+    part_id: int
+    offset: int
+    length: int
+    first_entry_id: int
+    last_entry_id: int | None  # None when the index does not say (last block of a streaming ledger)
+
+
+def block_spans(
+    index: OffloadIndex, *, key: str, last_entry_ids: dict[int | None, int] | None = None
+) -> list[BlockSpan]:
+    """Map every block of the data object an index describes: part, offset, length, entry range.
+
+    Blocks are ordered by offset over all the index's ledgers; a block ends where the next one
+    starts (the last one at ``index.data_object_length``). A block's last entry is the entry before
+    the next block of the same ledger, or the ledger's last entry id from ``last_entry_ids`` (by
+    default the V1 metadata's ``last_entry_id``).
+
+    Raises
+    ------
+    DecodeError
+        Two blocks at the same offset, offsets or part numbers that do not increase, a block past the
+        end of the data object, entry ids that do not increase within a ledger.
+    """
+    last = dict(last_entry_ids or {})
+    placed: list[tuple[int, int, int, int | None]] = []  # offset, part, first entry, ledger
+    for led in index.ledgers:
+        if led.metadata is not None and led.ledger_id not in last and led.metadata.last_entry_id >= 0:
+            last[led.ledger_id] = led.metadata.last_entry_id
+        prev: int | None = None
+        for e in led.entries:
+            if prev is not None and e.entry_id <= prev:
+                raise DecodeError(
+                    key, f"index entries of ledger {led.ledger_id} do not increase: {e.entry_id} after {prev}"
+                )
+            prev = e.entry_id
+            placed.append((e.offset, e.part_id, e.entry_id, led.ledger_id))
+    placed.sort()
+    next_first: list[int | None] = [None] * len(placed)
+    seen: dict[int | None, int] = {}
+    for i in range(len(placed) - 1, -1, -1):
+        next_first[i] = seen.get(placed[i][3])
+        seen[placed[i][3]] = placed[i][2]
+    spans: list[BlockSpan] = []
+    for i, (offset, part, first, ledger) in enumerate(placed):
+        if offset < 0:
+            raise DecodeError(key, f"block of entry {first} at negative offset {offset}")
+        end = placed[i + 1][0] if i + 1 < len(placed) else index.data_object_length
+        if i + 1 < len(placed) and (placed[i + 1][0] == offset or placed[i + 1][1] <= part):
+            raise DecodeError(
+                key,
+                f"blocks overlap: part {placed[i + 1][1]} at offset {placed[i + 1][0]} after part {part} "
+                f"at offset {offset}",
+            )
+        if end <= offset:
+            raise DecodeError(
+                key, f"block part {part} at offset {offset} starts at or past the data object end {end}"
+            )
+        nxt = next_first[i]
+        spans.append(
+            BlockSpan(
+                ledger_id=ledger,
+                part_id=part,
+                offset=offset,
+                length=end - offset,
+                first_entry_id=first,
+                last_entry_id=nxt - 1 if nxt is not None else last.get(ledger),
+            )
+        )
+    return spans

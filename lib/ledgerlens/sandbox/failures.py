@@ -18,6 +18,14 @@ metadata edit, never by writing fake bytes:
   already deleted is removed from S3 (critical: the data is gone).
 - ``retention_overdue``: consumed ledgers of a topic that is unloaded and never loaded again, in a
   namespace whose retention is then lowered to zero: the broker never trims them.
+- offload objects damaged in the bucket (:func:`plant_offload_damage`; bit rot, a bad copy, an
+  operator's mistake, another cluster sharing the bucket), on the objects of one topic whose
+  BookKeeper copies are deleted: a truncated index (``corrupt_offload_object``), a data object with
+  a wrong magic, an index object copied over another ledger's index key, a data object shortened,
+  a copy of an object under another uuid, a stale partial upload of an offload that never
+  completed (``incomplete_offload``: the managed ledger names the uuid, not complete, as the broker
+  leaves it when it dies mid-offload), and a copy tagged with another cluster's name
+  (``foreign_offload_object``).
 - ``orphan_ledger`` leaked by the broker itself (found with this sandbox): a topic unloaded while the
   ledger of a rollover is being created; the broker closes that ledger and never deletes it
   (:func:`plant_unload_race`; its own log line is the ground truth).
@@ -35,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import SandboxError
-from ledgerlens.formats.offload import ledger_object_keys
+from ledgerlens.formats.offload import ledger_object_keys, uuid_to_bits
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, make_client, topic_path
@@ -65,6 +73,8 @@ TOPIC_UNLOAD_RACE = f"persistent://{NS_FAIL}/unload during rollover"
 ENTRIES_PER_LEDGER = 50  # managedLedgerMaxEntriesPerLedger of the sandbox
 TOPIC_DELETED_OUTAGE = f"persistent://{NS_FAIL_OFFLOAD}/deleted during outage"
 TOPIC_MISSING_OBJECT = f"persistent://{NS_FAIL_OFFLOAD}/missing object"
+TOPIC_DAMAGED = f"persistent://{NS_FAIL_OFFLOAD}/damaged objects"
+OTHER_CLUSTER = "other-cluster"
 KEEP = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
 
 
@@ -242,6 +252,119 @@ def plant_missing_offload_object(state: dict[str, Any], zk: Any, client: Any) ->
     ]  # fmt: skip
 
 
+def _put_like(s3: Any, bucket: str, key: str, body: bytes, *, like: str, **meta: str) -> None:
+    """Write ``body`` at ``key`` with the user metadata of object ``like`` (plus ``meta``)."""
+    head = s3.head_object(Bucket=bucket, Key=like)
+    metadata = {**head.get("Metadata", {}), **meta}
+    s3.put_object(Bucket=bucket, Key=key, Body=body, Metadata=metadata)
+
+
+def plant_offload_damage(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
+    """Damage the offloaded objects of one topic (BookKeeper copies deleted) in seven ways."""
+    import uuid as uuid_mod
+
+    web = state["web_url"]
+    bucket = state["bucket"]
+    produce(client, TOPIC_DAMAGED, 6 * ENTRIES_PER_LEDGER + 10)
+    offload_and_wait(web, TOPIC_DAMAGED)
+    ids = offloaded_ledgers(read_ml(zk, TOPIC_DAMAGED))
+    if len(ids) < 6:
+        raise SandboxError(f"{TOPIC_DAMAGED}: expected at least six offloaded ledgers, got {ids}")
+    wait_bookkeeper_deleted(zk, TOPIC_DAMAGED, ids)
+    produce(client, TOPIC_DAMAGED, ENTRIES_PER_LEDGER)  # one more closed ledger, never offloaded
+    _unload(web, TOPIC_DAMAGED)
+    path = ml_path(TOPIC_DAMAGED)
+    ml = _ml_name(TOPIC_DAMAGED)
+    rec = read_ml(zk, TOPIC_DAMAGED)
+    by_id = {li.ledger_id: li for li in rec.ledgers}
+    keys = {}
+    for lid in ids[:6]:
+        off = by_id[lid].offload
+        assert off is not None and off.uuid is not None
+        keys[lid] = ledger_object_keys(off.uuid, lid)
+    s3 = _s3(state)
+    l0, l1, l2, l3, l4, l5 = ids[:6]
+
+    def get(key: str) -> bytes:
+        return bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+    def corrupt(lid: int, key: str, severity: str = "critical") -> dict[str, Any]:
+        return _finding(
+            "corrupt_offload_object", severity, "offload",
+            ledger_id=lid, managed_ledger=ml, path=path, object_key=key,
+        )  # fmt: skip
+
+    expected = []
+    # 1. truncated index
+    idx = get(keys[l0][1])
+    _put_like(s3, bucket, keys[l0][1], idx[: len(idx) // 2], like=keys[l0][1])
+    expected.append(corrupt(l0, keys[l0][1]))
+    # 2. wrong magic on a data object
+    data = get(keys[l1][0])
+    _put_like(s3, bucket, keys[l1][0], b"\xca\xfe\xba\xbe" + data[4:], like=keys[l1][0])
+    expected.append(corrupt(l1, keys[l1][0]))
+    # 3. another topic's index object copied over this ledger's index key
+    other = read_ml(zk, TOPIC_MISSING_OBJECT)
+    donor = next(li for li in reversed(other.ledgers) if li.offload is not None and li.offload.complete)
+    assert donor.offload is not None and donor.offload.uuid is not None
+    donor_index = ledger_object_keys(donor.offload.uuid, donor.ledger_id)[1]
+    s3.copy_object(Bucket=bucket, Key=keys[l2][1], CopySource={"Bucket": bucket, "Key": donor_index})
+    expected.append(corrupt(l2, keys[l2][1]))
+    # 4. a data object shortened
+    data = get(keys[l3][0])
+    _put_like(s3, bucket, keys[l3][0], data[: len(data) - 100], like=keys[l3][0])
+    expected.append(corrupt(l3, keys[l3][0]))
+    # 5. a copy of a data object under another uuid
+    stray = ledger_object_keys(str(uuid_mod.uuid4()), l4)[0]
+    s3.copy_object(Bucket=bucket, Key=stray, CopySource={"Bucket": bucket, "Key": keys[l4][0]})
+    expected.append(corrupt(l4, stray, "warning"))
+    # 6. a stale partial upload: the broker set the offload context (uuid, not complete) of the
+    #    never-offloaded ledger and died after the first block; the topic was never loaded again
+    partial_uuid = str(uuid_mod.uuid4())
+    data, stat = zk.get(path)
+    if data[:2] == b"\x47\x78":
+        raise SandboxError(f"{path}: compressed managed-ledger info; the sandbox writes uncompressed only")
+    info = mlpb.ManagedLedgerInfo()
+    info.ParseFromString(data)
+    victim = next(li for li in reversed(info.ledgerInfo[:-1]) if not li.HasField("offloadContext"))
+    msb, lsb = uuid_to_bits(partial_uuid)
+    ctx = victim.offloadContext
+    ctx.uidMsb, ctx.uidLsb, ctx.complete = msb, lsb, False
+    ctx.driverMetadata.name = "S3"
+    for k, v in (("bucket", bucket), ("managedLedgerOffloadDriver", "S3")):
+        kv = ctx.driverMetadata.properties.add()
+        kv.key, kv.value = k, v
+    zk.set(path, info.SerializeToString(), version=stat.version)
+    first_block = get(keys[l5][0])[: 4 * 1024]
+    partial_key = ledger_object_keys(partial_uuid, victim.ledgerId)[0]
+    _put_like(s3, bucket, partial_key, first_block, like=keys[l5][0])
+    expected.append(
+        _finding(
+            "incomplete_offload", "warning", "offload",
+            ledger_id=victim.ledgerId, managed_ledger=ml, path=path, object_key=partial_key,
+        )
+    )  # fmt: skip
+    # 7. a copy tagged with another Pulsar cluster's name (a shared bucket)
+    foreign = ledger_object_keys(str(uuid_mod.uuid4()), l5)[0]
+    _put_like(s3, bucket, foreign, get(keys[l5][0]), like=keys[l5][0], pulsarclustername=OTHER_CLUSTER)
+    expected.append(
+        _finding(
+            "foreign_offload_object", "info", "offload", ledger_id=l5, managed_ledger=ml, object_key=foreign
+        )
+    )
+    return expected
+
+
+def damaged_object_keys(expected: list[dict[str, Any]]) -> list[str]:
+    """Keys of the damaged offloads (data and index of each) in a ground truth's findings."""
+    out: set[str] = set()
+    for f in expected:
+        if f["kind"] in ("corrupt_offload_object", "foreign_offload_object", "incomplete_offload"):
+            data = str(f["object_key"]).removesuffix("-index")
+            out.update((data, data + "-index"))
+    return sorted(out)
+
+
 def plant_orphan_objects_by_outage(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
     """Delete a topic with offloaded ledgers while the broker cannot reach S3; objects stay behind."""
     web = state["web_url"]
@@ -299,6 +422,7 @@ def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
             ("orphan_ledger", plant_orphan_by_edit),
             ("orphan_ledger_unload_race", plant_unload_race),
             ("missing_offload_object", plant_missing_offload_object),
+            ("offload_damage", plant_offload_damage),
             ("orphan_offload_object", plant_orphan_objects_by_outage),
             ("missing_ledger", plant_missing_ledger),
         ):
@@ -324,7 +448,9 @@ def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
             TOPIC_MISSING_LEDGER,
             TOPIC_DELETED_OUTAGE,
             TOPIC_MISSING_OBJECT,
+            TOPIC_DAMAGED,
         ],
+        "damaged_objects": damaged_object_keys(expected),
         "s3_outage": True,
         "planted_at_ms": int(time.time() * 1000),
         "max_age_s": MAX_AGE_S,

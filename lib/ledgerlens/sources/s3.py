@@ -27,9 +27,12 @@ __all__ = [
     "ListStats",
     "S3Listing",
     "WorkItem",
+    "ObjectRead",
     "check_bucket",
     "head_user_metadata",
     "is_not_found",
+    "open_object",
+    "read_object",
     "list_offload_objects",
     "make_client",
     "work_items",
@@ -196,3 +199,63 @@ class S3Listing(InventorySource):
                 yield "offload_objects", row
         finally:
             stats.update({"s3.keys": listed.keys, "s3.not_offload": listed.not_offload})
+
+
+@dataclass(frozen=True)
+class ObjectRead:
+    """Bytes of one GET (the whole object or a range) with the object's metadata."""
+
+    data: bytes
+    size: int | None  # the whole object's size (from Content-Range or Content-Length)
+    metadata: dict[str, str]  # user metadata, keys lower-cased
+
+
+def read_object(
+    client: Any, bucket: str, key: str, *, start: int | None = None, end: int | None = None
+) -> ObjectRead | None:
+    """GET an object, or bytes ``start..end`` (inclusive) of it; None when it does not exist.
+
+    A range past the end returns what there is (an empty object returns no bytes).
+
+    Raises
+    ------
+    SourceError
+        Any other S3 error, naming the key.
+    """
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Key": key}
+    if start is not None:
+        kwargs["Range"] = f"bytes={start}-{'' if end is None else end}"
+    try:
+        resp = client.get_object(**kwargs)
+        data = resp["Body"].read()
+    except ClientError as e:
+        if is_not_found(e):
+            return None
+        if e.response.get("Error", {}).get("Code") == "InvalidRange":
+            return ObjectRead(b"", 0, {})
+        raise SourceError(f"s3 bucket {bucket}", f"GET {key} failed: {e}") from e
+    except BotoCoreError as e:
+        raise SourceError(f"s3 bucket {bucket}", f"GET {key} failed: {e}") from e
+    size = resp.get("ContentLength")
+    rng = resp.get("ContentRange")
+    if rng and "/" in rng and rng.rsplit("/", 1)[1].isdigit():
+        size = int(rng.rsplit("/", 1)[1])
+    return ObjectRead(bytes(data), size, {k.lower(): v for k, v in resp.get("Metadata", {}).items()})
+
+
+def open_object(client: Any, bucket: str, key: str) -> Any:
+    """A streaming body of the whole object (``.read(n)``), or None when it does not exist.
+
+    Raises
+    ------
+    SourceError
+        Any other S3 error, naming the key.
+    """
+    try:
+        return client.get_object(Bucket=bucket, Key=key)["Body"]
+    except ClientError as e:
+        if is_not_found(e):
+            return None
+        raise SourceError(f"s3 bucket {bucket}", f"GET {key} failed: {e}") from e
+    except BotoCoreError as e:
+        raise SourceError(f"s3 bucket {bucket}", f"GET {key} failed: {e}") from e

@@ -1,0 +1,361 @@
+"""``corrupt_offload_object`` and ``foreign_offload_object``: the verified objects against the metadata.
+
+The verification (``ledgerlens.offload.verify``) wrote one ``offload_segments`` row per object with
+what it decoded and the checks that need only the object. Here each object meets the managed
+ledger that references it (per-ledger layout: ``(uuid, ledger id)``; streaming: the segment
+uuid) and the rest of the checks run:
+
+- ``index_ledger``: the index's entry count and length agree with the managed ledger's
+  ``LedgerInfo`` (V1); a streaming index names every ledger whose segment it is (V2).
+- ``managed_ledger``: the object's user metadata (``ManagedLedgerName``) and the index's embedded
+  ``pulsar/managed-ledger`` name the managed ledger that references the object.
+- ``uuid``: an object of a ledger whose complete offload context names another uuid, with user
+  metadata naming that ledger's managed ledger (Pulsar reads only the context's uuid).
+
+Objects nobody references are never corrupt (they are orphans or foreign). An object whose user
+metadata names another Pulsar cluster, or a managed ledger of a tenant the audited cluster does not
+own, is foreign. With no audited cluster name known, an object tagged with any cluster name is
+neither foreign nor an orphan.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ledgerlens.audit.findings import age_seconds, raw_finding
+from ledgerlens.config import AuditConfig
+from ledgerlens.offload.verify import RELATIVE_TO_INDEX
+
+__all__ = ["ObjectVerdicts", "offload_object_rules"]
+
+
+def _problem(check: str, detail: Column) -> Column:
+    return F.struct(F.lit(check).alias("check"), detail.alias("detail"))
+
+
+def _ml_tenant(ml: Column) -> Column:
+    return F.split(ml, "/").getItem(0)
+
+
+class ObjectVerdicts:
+    """The findings of the verified objects, and the keys never to report as orphans."""
+
+    def __init__(self, findings: DataFrame, not_orphans: DataFrame) -> None:
+        self.findings = findings
+        self.not_orphans = not_orphans
+
+
+def offload_object_rules(
+    segments: DataFrame,
+    ml_ledgers: DataFrame,
+    bk_ledgers: DataFrame,
+    owned_tenants: DataFrame,
+    config: AuditConfig,
+    cluster_name: str | None,
+) -> ObjectVerdicts:
+    """Findings ``corrupt_offload_object`` / ``foreign_offload_object`` and the non-orphan keys.
+
+    Parameters
+    ----------
+    segments
+        The ``offload_segments`` inventory table.
+    ml_ledgers, bk_ledgers
+        Inventory tables (offload contexts; whether the BookKeeper copy still exists).
+    owned_tenants
+        One column ``tenant``: the tenants of the audited cluster.
+    cluster_name
+        The audited Pulsar cluster; None when unknown (several or no clusters in the store).
+    """
+    s = segments.filter(F.col("error").isNull()).select(
+        "key",
+        "uuid",
+        F.col("ledger_id").alias("key_ledger_id"),
+        "role",
+        "layout",
+        "size",
+        "last_modified_ms",
+        "bucket",
+        F.col("managed_ledger").alias("meta_ml"),
+        "cluster_name",
+        "index_version",
+        "ledgers",
+        F.coalesce("problems", F.array()).alias("problems"),
+    )
+    present = bk_ledgers.select(F.col("ledger_id").alias("_bk_id")).distinct()
+    ml = ml_ledgers.join(present, ml_ledgers["ledger_id"] == present["_bk_id"], "left").select(
+        "managed_ledger",
+        "ledger_id",
+        "entries",
+        "size",
+        "offload_uuid",
+        F.coalesce("offload_complete", F.lit(False)).alias("complete"),
+        (F.coalesce("offload_bookkeeper_deleted", F.lit(False)) | F.col("_bk_id").isNull()).alias(
+            "only_copy"
+        ),
+        "offload_segments",
+    )
+    # who references which object: (uuid, ledger) per ledger, uuid per streaming segment
+    per_ledger = ml.filter(F.col("offload_uuid").isNotNull()).select(
+        F.col("offload_uuid").alias("uuid"),
+        F.col("ledger_id").alias("key_ledger_id"),
+        F.lit("ledger").alias("layout"),
+        F.col("ledger_id").alias("ref_ledger_id"),
+        F.col("managed_ledger").alias("ref_ml"),
+        F.col("entries").alias("ref_entries"),
+        F.col("size").alias("ref_size"),
+        "complete",
+        "only_copy",
+    )
+    streaming = (
+        ml.select("*", F.explode(F.coalesce("offload_segments", F.array())).alias("seg"))
+        .filter(F.col("seg.uuid").isNotNull())
+        .select(
+            F.col("seg.uuid").alias("uuid"),
+            F.lit(None).cast("bigint").alias("key_ledger_id"),
+            F.lit("streaming").alias("layout"),
+            F.col("ledger_id").alias("ref_ledger_id"),
+            F.col("managed_ledger").alias("ref_ml"),
+            F.col("entries").alias("ref_entries"),
+            F.col("size").alias("ref_size"),
+            F.coalesce(F.col("seg.complete"), F.lit(False)).alias("complete"),
+            "only_copy",
+        )
+    )
+    refs = per_ledger.unionByName(streaming)
+    joined = s.join(
+        refs,
+        (s["uuid"] == refs["uuid"])
+        & (s["layout"] == refs["layout"])
+        & (
+            (s["key_ledger_id"] == refs["key_ledger_id"])
+            | (s["key_ledger_id"].isNull() & refs["key_ledger_id"].isNull())
+        ),
+        "left",
+    ).drop(refs["uuid"], refs["layout"], refs["key_ledger_id"])
+
+    # --- referenced objects of complete offloads: every check
+    led = F.filter(F.coalesce("ledgers", F.array()), lambda x: x["ledger_id"] == F.col("ref_ledger_id"))
+    one = F.try_element_at(led, F.lit(1))
+    is_index = F.col("role") == "index"
+    v1 = is_index & (F.col("index_version") == 1)
+    v2 = is_index & (F.col("index_version") == 2)
+    checks = F.array(
+        F.when(
+            v1 & F.col("ref_entries").isNotNull() & (one["entries"] != F.col("ref_entries")),
+            _problem(
+                "index_ledger",
+                F.format_string(
+                    "the index covers %d entries, the managed ledger's LedgerInfo says %d",
+                    one["entries"],
+                    F.col("ref_entries"),
+                ),
+            ),
+        ),
+        F.when(
+            v1
+            & F.col("ref_size").isNotNull()
+            & (F.col("ref_size") > 0)
+            & (one["length"] != F.col("ref_size")),
+            _problem(
+                "index_ledger",
+                F.format_string(
+                    "the index says %d bytes, the managed ledger's LedgerInfo says %d",
+                    one["length"],
+                    F.col("ref_size"),
+                ),
+            ),
+        ),
+        F.when(
+            v2 & (F.size(led) == 0),
+            _problem(
+                "index_ledger",
+                F.format_string("the segment index does not name ledger %d", F.col("ref_ledger_id")),
+            ),
+        ),
+        F.when(
+            v1 & one["managed_ledger"].isNotNull() & (one["managed_ledger"] != F.col("ref_ml")),
+            _problem(
+                "managed_ledger",
+                F.format_string(
+                    "the index's ledger metadata names %s, the object is referenced by %s",
+                    one["managed_ledger"],
+                    F.col("ref_ml"),
+                ),
+            ),
+        ),
+        F.when(
+            F.col("meta_ml").isNotNull() & (F.col("meta_ml") != F.col("ref_ml")),
+            _problem(
+                "managed_ledger",
+                F.format_string(
+                    "the user metadata names %s, the object is referenced by %s",
+                    F.col("meta_ml"),
+                    F.col("ref_ml"),
+                ),
+            ),
+        ),
+    )
+    per_key = (
+        joined.filter(F.col("ref_ml").isNotNull() & F.col("complete"))
+        .select("*", F.filter(checks, lambda p: p.isNotNull()).alias("ctx_problems"))
+        .groupBy("key")
+        .agg(
+            F.first("problems").alias("problems"),
+            F.array_distinct(F.flatten(F.collect_list("ctx_problems"))).alias("ctx_problems"),
+            F.min_by(F.struct("ref_ml", "ref_ledger_id"), F.col("ref_ledger_id")).alias("ref"),
+            F.max(F.col("only_copy").cast("int")).alias("only_copy"),
+            F.first("uuid").alias("uuid"),
+            F.first("key_ledger_id").alias("key_ledger_id"),
+            F.first("role").alias("role"),
+            F.first("layout").alias("layout"),
+            F.first("size").alias("size"),
+            F.first("bucket").alias("bucket"),
+            F.first("last_modified_ms").alias("last_modified_ms"),
+        )
+        .select("*", F.concat("problems", "ctx_problems").alias("all_problems"))
+    )
+    # a data object that disagrees with a damaged index is not blamed for it
+    suspect = per_key.filter((F.col("role") == "index") & (F.size("all_problems") > 0)).select(
+        F.col("uuid").alias("_s_uuid"),
+        F.col("key_ledger_id").alias("_s_lid"),
+        F.lit(True).alias("index_suspect"),
+    )
+    per_key = per_key.join(
+        suspect,
+        (per_key["uuid"] == suspect["_s_uuid"]) & per_key["key_ledger_id"].eqNullSafe(suspect["_s_lid"]),
+        "left",
+    )
+    relative = F.array(*[F.lit(c) for c in RELATIVE_TO_INDEX])
+    referenced = per_key.select(
+        *[c for c in per_key.columns if c != "all_problems"],
+        F.when(
+            (F.col("role") == "data") & F.coalesce("index_suspect", F.lit(False)),
+            F.filter("all_problems", lambda p: ~F.array_contains(relative, p["check"])),
+        )
+        .otherwise(F.col("all_problems"))
+        .alias("all_problems"),
+    ).filter(F.size("all_problems") > 0)
+    corrupt_ref = referenced.select(
+        raw_finding(
+            kind="corrupt_offload_object",
+            severity=F.when(F.col("only_copy") == 1, F.lit("critical")).otherwise(F.lit("warning")),
+            component="offload",
+            action="investigate",
+            ledger_id=F.col("ref.ref_ledger_id"),
+            managed_ledger=F.col("ref.ref_ml"),
+            object_key=F.col("key"),
+            bytes_=F.col("size"),
+            age_seconds=age_seconds(config.as_of_ms, F.col("last_modified_ms")),
+            owner_ml=F.col("ref.ref_ml"),
+            evidence=F.struct(
+                "bucket",
+                "uuid",
+                "role",
+                "layout",
+                F.array_distinct(F.transform("all_problems", lambda p: p["check"])).alias("checks_failed"),
+                F.col("all_problems").alias("problems"),
+                (F.col("only_copy") == 1).alias("only_copy"),
+            ),
+        ).alias("f")
+    ).select("f.*")
+
+    # --- unreferenced objects: another cluster's (by name), then of another uuid, then of a tenant
+    #     the audited cluster does not own
+    unref = joined.filter(F.col("ref_ml").isNull()).select(*s.columns).dropDuplicates(["key"])
+    tagged = F.col("cluster_name").isNotNull()
+    if cluster_name is None:
+        other_cluster = F.lit(False)
+        unknown = tagged
+    else:
+        other_cluster = tagged & (F.col("cluster_name") != F.lit(cluster_name))
+        unknown = F.lit(False)
+    unref = unref.select("*", other_cluster.alias("other_cluster"), unknown.alias("unknown_cluster"))
+    ctx = ml.filter(F.col("offload_uuid").isNotNull() & F.col("complete")).select(
+        F.col("ledger_id").alias("ctx_ledger_id"),
+        F.col("managed_ledger").alias("ctx_ml"),
+        F.col("offload_uuid").alias("ctx_uuid"),
+    )
+    mine = unref.filter(~F.col("other_cluster") & ~F.col("unknown_cluster"))
+    mism = mine.join(
+        ctx,
+        (mine["layout"] == "ledger")
+        & (mine["key_ledger_id"] == ctx["ctx_ledger_id"])
+        & (mine["meta_ml"] == ctx["ctx_ml"])
+        & (mine["uuid"] != ctx["ctx_uuid"]),
+        "inner",
+    )
+    corrupt_uuid = mism.select(
+        raw_finding(
+            kind="corrupt_offload_object",
+            severity="warning",
+            component="offload",
+            action="investigate",
+            ledger_id=F.col("ctx_ledger_id"),
+            managed_ledger=F.col("ctx_ml"),
+            object_key=F.col("key"),
+            bytes_=F.col("size"),
+            age_seconds=age_seconds(config.as_of_ms, F.col("last_modified_ms")),
+            owner_ml=F.col("ctx_ml"),
+            evidence=F.struct(
+                "bucket",
+                "uuid",
+                "role",
+                "layout",
+                F.array(F.lit("uuid")).alias("checks_failed"),
+                F.array(
+                    _problem(
+                        "uuid",
+                        F.format_string(
+                            "the offload context of ledger %d names uuid %s, this object is of uuid %s",
+                            F.col("ctx_ledger_id"),
+                            F.col("ctx_uuid"),
+                            F.col("uuid"),
+                        ),
+                    )
+                ).alias("problems"),
+                F.lit(False).alias("only_copy"),
+            ),
+        ).alias("f")
+    ).select("f.*")
+
+    rest = unref.join(mism.select("key"), "key", "left_anti")
+    tenants = owned_tenants.select(F.col("tenant").alias("_owned")).distinct()
+    rest = rest.select("*", _ml_tenant(F.col("meta_ml")).alias("meta_tenant"))
+    rest = rest.join(F.broadcast(tenants), rest["meta_tenant"] == tenants["_owned"], "left")
+    other_cluster = F.col("other_cluster")
+    unknown = F.col("unknown_cluster")
+    other_tenant = ~other_cluster & ~unknown & F.col("meta_ml").isNotNull() & F.col("_owned").isNull()
+    foreign = (
+        rest.filter(other_cluster | other_tenant)
+        .select(
+            raw_finding(
+                kind="foreign_offload_object",
+                severity="info",
+                component="offload",
+                action="none",
+                ledger_id=F.col("key_ledger_id"),
+                managed_ledger=F.col("meta_ml"),
+                object_key=F.col("key"),
+                bytes_=F.col("size"),
+                age_seconds=age_seconds(config.as_of_ms, F.col("last_modified_ms")),
+                evidence=F.struct(
+                    "bucket",
+                    "uuid",
+                    "role",
+                    "layout",
+                    F.when(other_cluster, F.lit("cluster")).otherwise(F.lit("tenant")).alias("reason"),
+                    F.col("cluster_name").alias("cluster"),
+                    F.lit(cluster_name).cast("string").alias("audited_cluster"),
+                    F.when(other_tenant, F.col("meta_tenant")).alias("tenant"),
+                ),
+            ).alias("f")
+        )
+        .select("f.*")
+    )
+    not_orphans = (
+        mism.select("key")
+        .unionByName(rest.filter(other_cluster | other_tenant | unknown).select("key"))
+        .distinct()
+    )
+    return ObjectVerdicts(corrupt_ref.unionByName(corrupt_uuid).unionByName(foreign), not_orphans)

@@ -1,0 +1,1 @@
+"""Offload segments: verify tiered-storage objects and describe them per topic (the offload notebook)."""
