@@ -326,7 +326,10 @@ def plant_offload_damage(state: dict[str, Any], zk: Any, client: Any) -> list[di
         raise SandboxError(f"{path}: compressed managed-ledger info; the sandbox writes uncompressed only")
     info = mlpb.ManagedLedgerInfo()
     info.ParseFromString(data)
-    victim = next(li for li in reversed(info.ledgerInfo[:-1]) if not li.HasField("offloadContext"))
+    never = [li for li in info.ledgerInfo[:-1] if not li.offloadContext.HasField("uidMsb")]
+    if not never:
+        raise SandboxError(f"{path}: no closed ledger left that was never offloaded")
+    victim = never[-1]
     msb, lsb = uuid_to_bits(partial_uuid)
     ctx = victim.offloadContext
     ctx.uidMsb, ctx.uidLsb, ctx.complete = msb, lsb, False
