@@ -36,6 +36,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from ledgerlens.errors import DecodeError, LedgerLensError, UnknownVersionError
 from ledgerlens.formats.offload import (
     DATA_BLOCK_HEADER_SIZE,
@@ -105,6 +107,8 @@ _COLUMNS = (
     "bytes_read",
     "error",
 )  # fmt: skip  (schemas.OFFLOAD_SEGMENTS, checked by a test)
+# a read that fails leaves the object unverified (``error``), never the whole task
+_READ_ERRORS: tuple[type[BaseException], ...] = (LedgerLensError, BotoCoreError, ClientError, OSError)
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -379,8 +383,8 @@ def _check_stream(row: _Row, body: Any, spans: list[BlockSpan], size: int) -> No
     row.fields["deep_checked"] = True
 
 
-def _fail_read(row: _Row, e: Exception) -> None:
-    row.fields["error"] = str(e)
+def _fail_read(row: _Row, e: BaseException) -> None:
+    row.fields["error"] = f"{row.obj['key']}: {e}" if row.obj["key"] not in str(e) else str(e)
 
 
 def verify_group(
@@ -419,7 +423,7 @@ def verify_group(
                     index_row.bytes_read += len(got.data)
                     index_row.metadata(got.metadata)
                     index, spans = _check_index(index_row, got.data, layout)
-        except LedgerLensError as e:
+        except _READ_ERRORS as e:
             _fail_read(index_row, e)
     if data_row is not None:
         key = data_row.obj["key"]
@@ -453,7 +457,7 @@ def verify_group(
                             _check_stream(data_row, body, spans, size or 0)
                         finally:
                             body.close()
-        except LedgerLensError as e:
+        except _READ_ERRORS as e:
             _fail_read(data_row, e)
     rows = []
     for r in by_role.values():
