@@ -38,6 +38,39 @@ def _ml_tenant(ml: Column) -> Column:
     return F.split(ml, "/").getItem(0)
 
 
+def _corrupt(
+    config: AuditConfig,
+    *,
+    severity: Column,
+    ledger_id: Column,
+    managed_ledger: Column,
+    problems: Column,
+    only_copy: Column,
+) -> Column:
+    """A ``corrupt_offload_object`` finding of the object row in scope (key, uuid, role, size...)."""
+    return raw_finding(
+        kind="corrupt_offload_object",
+        severity=severity,
+        component="offload",
+        action="investigate",
+        ledger_id=ledger_id,
+        managed_ledger=managed_ledger,
+        object_key=F.col("key"),
+        bytes_=F.col("size"),
+        age_seconds=age_seconds(config.as_of_ms, F.col("last_modified_ms")),
+        owner_ml=managed_ledger,
+        evidence=F.struct(
+            "bucket",
+            "uuid",
+            "role",
+            "layout",
+            F.array_distinct(F.transform(problems, lambda p: p["check"])).alias("checks_failed"),
+            problems.alias("problems"),
+            only_copy.alias("only_copy"),
+        ),
+    )
+
+
 class ObjectVerdicts:
     """The findings of the verified objects, and the keys never to report as orphans."""
 
@@ -237,26 +270,13 @@ def offload_object_rules(
         .alias("all_problems"),
     ).filter(F.size("all_problems") > 0)
     corrupt_ref = referenced.select(
-        raw_finding(
-            kind="corrupt_offload_object",
+        _corrupt(
+            config,
             severity=F.when(F.col("only_copy") == 1, F.lit("critical")).otherwise(F.lit("warning")),
-            component="offload",
-            action="investigate",
             ledger_id=F.col("ref.ref_ledger_id"),
             managed_ledger=F.col("ref.ref_ml"),
-            object_key=F.col("key"),
-            bytes_=F.col("size"),
-            age_seconds=age_seconds(config.as_of_ms, F.col("last_modified_ms")),
-            owner_ml=F.col("ref.ref_ml"),
-            evidence=F.struct(
-                "bucket",
-                "uuid",
-                "role",
-                "layout",
-                F.array_distinct(F.transform("all_problems", lambda p: p["check"])).alias("checks_failed"),
-                F.col("all_problems").alias("problems"),
-                (F.col("only_copy") == 1).alias("only_copy"),
-            ),
+            problems=F.col("all_problems"),
+            only_copy=F.col("only_copy") == 1,
         ).alias("f")
     ).select("f.*")
 
@@ -285,37 +305,23 @@ def offload_object_rules(
         & (mine["uuid"] != ctx["ctx_uuid"]),
         "inner",
     )
+    uuid_problem = _problem(
+        "uuid",
+        F.format_string(
+            "the offload context of ledger %d names uuid %s, this object is of uuid %s",
+            F.col("ctx_ledger_id"),
+            F.col("ctx_uuid"),
+            F.col("uuid"),
+        ),
+    )
     corrupt_uuid = mism.select(
-        raw_finding(
-            kind="corrupt_offload_object",
-            severity="warning",
-            component="offload",
-            action="investigate",
+        _corrupt(
+            config,
+            severity=F.lit("warning"),
             ledger_id=F.col("ctx_ledger_id"),
             managed_ledger=F.col("ctx_ml"),
-            object_key=F.col("key"),
-            bytes_=F.col("size"),
-            age_seconds=age_seconds(config.as_of_ms, F.col("last_modified_ms")),
-            owner_ml=F.col("ctx_ml"),
-            evidence=F.struct(
-                "bucket",
-                "uuid",
-                "role",
-                "layout",
-                F.array(F.lit("uuid")).alias("checks_failed"),
-                F.array(
-                    _problem(
-                        "uuid",
-                        F.format_string(
-                            "the offload context of ledger %d names uuid %s, this object is of uuid %s",
-                            F.col("ctx_ledger_id"),
-                            F.col("ctx_uuid"),
-                            F.col("uuid"),
-                        ),
-                    )
-                ).alias("problems"),
-                F.lit(False).alias("only_copy"),
-            ),
+            problems=F.array(uuid_problem),
+            only_copy=F.lit(False),
         ).alias("f")
     ).select("f.*")
 

@@ -58,6 +58,7 @@ LEDGER_COLUMNS = (
     "object_bytes",
     "problems",
 )
+_PLAIN = LEDGER_COLUMNS.index("state")  # the columns before it come straight from the inventory
 
 
 def _scope(df: DataFrame, tenant: str, namespace: str, topic: str) -> DataFrame:
@@ -111,23 +112,12 @@ def topic_ledgers(
     """
     mll = _scope(tables["ml_ledgers"], tenant, namespace, topic)
     bk = tables["bk_ledgers"].select(F.col("ledger_id").alias("_bk"), F.col("ctime_ms"))
+    computed = {
+        "offload_complete": F.coalesce("offload_complete", F.lit(False)),
+        "in_bookkeeper": F.col("_bk").isNotNull() & ~F.coalesce("offload_bookkeeper_deleted", F.lit(False)),
+    }
     led = mll.join(bk, mll["ledger_id"] == bk["_bk"], "left").select(
-        "managed_ledger",
-        "tenant",
-        "namespace",
-        "ledger_id",
-        "position",
-        "is_last",
-        "entries",
-        "size",
-        "ctime_ms",
-        "timestamp_ms",
-        "offload_uuid",
-        F.coalesce("offload_complete", F.lit(False)).alias("offload_complete"),
-        "offload_timestamp_ms",
-        (F.col("_bk").isNotNull() & ~F.coalesce("offload_bookkeeper_deleted", F.lit(False))).alias(
-            "in_bookkeeper"
-        ),
+        *[computed[c].alias(c) if c in computed else F.col(c) for c in LEDGER_COLUMNS[:_PLAIN]],
         F.transform(F.coalesce("offload_segments", F.array()), lambda s: s["uuid"]).alias("seg_uuids"),
     )
     kinds = (
@@ -178,7 +168,7 @@ def topic_ledgers(
         keys = F.array().cast("array<string>")
         size = F.lit(0).cast("bigint")
     out = led.select(
-        *[c for c in LEDGER_COLUMNS if c not in ("state", "object_keys", "object_bytes", "problems")],
+        *LEDGER_COLUMNS[:_PLAIN],
         _state(F.col("_kinds")).alias("state"),
         keys.alias("object_keys"),
         size.cast("bigint").alias("object_bytes"),
