@@ -15,12 +15,13 @@ from typing import Any
 
 import boto3
 import pytest
+from pyspark.sql import functions as F
 
 import offload_writer as w
 from ledgerlens import schemas
 from ledgerlens.audit import run_audit
 from ledgerlens.audit.offload_checks import offload_object_rules
-from ledgerlens.audit.tenants import audited_tenants
+from ledgerlens.audit.ownership import owned_tenants
 from ledgerlens.config import AuditConfig
 from ledgerlens.formats.offload import ledger_object_keys, streaming_object_keys
 from ledgerlens.offload.verify import VerifyStats, verify_objects
@@ -284,7 +285,7 @@ def test_unknown_cluster_makes_no_tagged_object_an_orphan(
 ) -> None:
     k = world["keys"]
     t = tables
-    owned = audited_tenants(t["managed_ledgers"], t["namespace_policies"])
+    owned = owned_tenants(t).select(F.explode("owned").alias("tenant"))
     v = offload_object_rules(t["offload_segments"], t["ml_ledgers"], t["bk_ledgers"], owned, CFG, None)
     got = {(f["kind"], f["object_key"]) for f in (r.asDict() for r in v.findings.collect())}
     assert got == {
