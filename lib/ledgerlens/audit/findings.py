@@ -26,7 +26,6 @@ PULSAR_KINDS: tuple[str, ...] = (
     "inactive_cursor",
     "corrupt_metadata",
     "corrupt_offload_object",
-    "foreign_offload_object",
 )
 # Kinds of the Kafka tiered-storage audit (``ledgerlens.kafka.audit``; it emits corrupt_metadata too)
 KAFKA_KINDS: tuple[str, ...] = (
