@@ -11,6 +11,7 @@ rules of the context: a shared bucket with no Pulsar cluster name is flagged.
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import threading
 import time
@@ -247,21 +248,61 @@ def _shared_bucket_rule(settings: Settings, bucket_probe: Probe | None) -> Probe
     )
 
 
+def _metadata_jobs(
+    settings: Settings, early: list[Probe]
+) -> list[tuple[str, Callable[[float], tuple[str, dict[str, Any]]]]]:
+    """One probe per live metadata store (``settings.stores()``): BookKeeper's reads its ledgers
+    root, each Pulsar store its managed-ledger root; one store holding both reads both."""
+    from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot
+    from ledgerlens.sources.zookeeper import LiveZooKeeper
+
+    try:
+        stores = settings.stores()
+    except LedgerLensError as e:
+        early.append(Probe("metadata", False, 0.0, _error_text(e)))
+        return []
+    roots: dict[str, list[tuple[str, str]]] = {}
+    auth: dict[str, Any] = {}
+    for role, src in [("bookkeeper", stores.bookkeeper), *[("pulsar", p) for p in stores.pulsar]]:
+        if isinstance(src, LiveZooKeeper):
+            label, path = (
+                ("ledgers root", src.zk.ledgers_root)
+                if role == "bookkeeper"
+                else ("managed-ledger root", src.zk.managed_ledgers_root)
+            )
+            if (label, path) not in roots.setdefault(src.zk.hosts, []):
+                roots[src.zk.hosts].append((label, path))
+            auth[src.zk.hosts] = src.zk.auth
+        elif isinstance(src, ZooKeeperSnapshot):
+            readable = os.access(src.data_dir, os.R_OK | os.X_OK)
+            early.append(
+                Probe(
+                    "zk-snapshot",
+                    readable,
+                    0.0,
+                    f"{src.data_dir}: " + ("readable" if readable else "NOT READABLE"),
+                )
+            )
+    jobs = []
+    for i, (hosts, paths) in enumerate(roots.items()):
+        kinds = {label for label, _ in paths}
+        name = (
+            "zookeeper"
+            if len(kinds) == 2 or len(roots) == 1
+            else ("bookkeeper" if "ledgers root" in kinds else "pulsar")
+        )
+        if name == "pulsar" and i > 1:
+            name = f"pulsar-{i}"
+        jobs.append((name, _zookeeper(hosts, paths, auth[hosts])))
+    return jobs
+
+
 def check_context(settings: Settings, *, timeout_s: float = 10.0) -> CheckResult:
     """Try every store ``settings`` names, in parallel, each within ``timeout_s``."""
     jobs: list[tuple[str, Callable[[float], tuple[str, dict[str, Any]]]]] = []
-    auth = settings.zookeeper_auth()
-    if settings["metadata.zookeeper"]:
-        roots = [
-            ("ledgers root", settings["metadata.ledgers-root"]),
-            ("managed-ledger root", settings["metadata.managed-ledgers-root"]),
-        ]
-        if settings["metadata.bookkeeper"]:
-            roots = roots[1:]
-        jobs.append(("zookeeper", _zookeeper(settings["metadata.zookeeper"], roots, auth)))
-    if settings["metadata.bookkeeper"]:
-        roots = [("ledgers root", settings["metadata.ledgers-root"])]
-        jobs.append(("bookkeeper", _zookeeper(settings["metadata.bookkeeper"], roots, auth)))
+    early: list[Probe] = []
+    if settings["metadata.zookeeper"] or settings["metadata.bookkeeper"] or settings["metadata.pulsar"]:
+        jobs += _metadata_jobs(settings, early)
     if settings["s3.bucket"]:
         jobs.append(("bucket", _bucket(settings, timeout_s)))
     if settings["pulsar.admin-url"]:
@@ -278,7 +319,7 @@ def check_context(settings: Settings, *, timeout_s: float = 10.0) -> CheckResult
     probes = [
         results.get(s) or Probe(s, False, timeout_s, f"no answer within {timeout_s:g}s") for s, _ in jobs
     ]
-    if not jobs:
+    if not probes:
         probes.append(
             Probe("stores", False, 0.0, "the context names no store (metadata.zookeeper, s3.bucket)")
         )
