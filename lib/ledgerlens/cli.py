@@ -191,6 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 3 when a finding of this severity (or worse) exists (default: the context's)",
     )
     audit.add_argument("--no-progress", action="store_true", help="no progress bars")
+    audit.add_argument(
+        "--read-bookies",
+        action="store_true",
+        help="also read entries from the bookies (read-only, never fences): PIP-195 bucket snapshots "
+        "and cursor-ledger positions, so compacted ledgers are judged on the live reference",
+    )
 
     report = sub.add_parser(
         "report",
@@ -385,6 +391,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     master, conf = settings["spark.master"], settings["spark.conf"]
     spark, owned = _spark_session(master, conf)
     try:
+        from ledgerlens.config import BookieSource
+
+        bookie = BookieSource() if args.read_bookies else None
         run = pipeline.run(
             spark,
             zk,
@@ -396,6 +405,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             stores=stores,
             cluster_name=args.cluster_name,
             deep_offload_check=args.deep_offload_check,
+            bookie=bookie,
         )
     finally:
         if owned:

@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ledgerlens import schemas
-from ledgerlens.config import S3Source, ZooKeeperSource
+from ledgerlens.config import BookieSource, S3Source, ZooKeeperSource
 from ledgerlens.sources.base import STAGE_TABLES, STAGES, InventorySource
 
 __all__ = ["Inventory", "collect_inventory", "default_sources", "load_inventory", "table_path"]
@@ -298,6 +298,55 @@ def default_sources(zk: ZooKeeperSource, s3: S3Source | None = None) -> list[Inv
     return out
 
 
+def _bookie_task(
+    zk: ZooKeeperSource, bookie: BookieSource, kind: str, counters: Any
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of a bookie-read stage: ledger metadata from ZooKeeper, entries
+    from the bookies (pipelined per ledger, pooled connections per bookie)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from ledgerlens.sources import bookie as b
+        from ledgerlens.sources import zookeeper as z
+
+        items = [r for batch in batches for r in batch.to_pylist()]
+        if not items:
+            return
+        client = z.connect(zk.hosts, timeout_s=zk.timeout_s, auth=zk.auth)
+        stats = b.BookieStats()
+        try:
+            reader = z.PipelinedReader(client, max_in_flight=zk.max_in_flight)
+            with b.BookieClient(bookie, zk=client, ledgers_root=zk.ledgers_root) as bc:
+                stats = bc.stats
+                if kind == "bucket_snapshots":
+                    rows = b.scan_bucket_snapshots(bc, reader, items, zk.ledgers_root)
+                    yield from _batches(rows, schemas.BUCKET_SNAPSHOTS)
+                else:
+                    rows = b.scan_cursor_positions(bc, reader, items, zk.ledgers_root)
+                    yield from _batches(rows, schemas.CURSOR_POSITIONS)
+        finally:
+            client.stop()
+            client.close()
+            counters.add({f"{kind}.{k}": v for k, v in stats.as_dict().items()})
+
+    return run
+
+
+def _bookie_items(spark: SparkSession, cursors_path: str, kind: str) -> DataFrame:
+    """What the bookie stages read: bucket properties (ledger ids) or cursor ledgers, from ``cursors``."""
+    from ledgerlens.formats.delayed_bucket import BUCKET_PROPERTY_PREFIX
+
+    cur = spark.read.schema(schemas.CURSORS).parquet(cursors_path).filter(F.col("error").isNull())
+    base = ["managed_ledger", "tenant", "namespace", "cursor", "path"]
+    if kind == "cursor_positions":
+        return cur.filter(F.col("cursors_ledger_id") >= 0).select(*base, "cursors_ledger_id")
+    props = F.map_filter("cursor_properties", lambda k, v: k.startswith(BUCKET_PROPERTY_PREFIX + "_"))
+    return (
+        cur.select(*base, F.explode(props).alias("property_key", "value"))
+        .select(*base, "property_key", F.trim("value").try_cast("bigint").alias("ledger_id"))
+        .filter(F.col("ledger_id").isNotNull())
+    )
+
+
 def collect_inventory(
     spark: SparkSession,
     sources: ZooKeeperSource | Sequence[InventorySource],
@@ -307,6 +356,7 @@ def collect_inventory(
     progress: bool = True,
     verify_offload: bool = True,
     deep_offload_check: bool = False,
+    bookie: BookieSource | None = None,
 ) -> Inventory:
     """Inventory every stage of every source into Parquet tables, one Spark job per stage.
 
@@ -328,6 +378,10 @@ def collect_inventory(
         After the bucket listing: read each index object and each data object's first block
         header into the ``offload_segments`` table (``ledgerlens.offload.verify``);
         ``deep_offload_check`` streams every data block instead.
+    bookie : BookieSource or None
+        Read entries from the bookies (read-only): PIP-195 bucket snapshots (``bucket_snapshots``)
+        and the last entry of every cursor ledger (``cursor_positions``), with the ledger metadata
+        of the live ZooKeeper that holds the BookKeeper ledgers. None: no bookie reads.
 
     Raises
     ------
@@ -388,6 +442,21 @@ def collect_inventory(
         _delete(spark, table_path(out_dir, "offload_objects"))  # no stale table from an earlier run
     if "offload_segments" not in inv.tables:
         _delete(spark, table_path(out_dir, "offload_segments"))
+    bk_zk = sources if isinstance(sources, ZooKeeperSource) else getattr(bk[0], "zk", None)
+    if bookie is not None and isinstance(bk_zk, ZooKeeperSource) and "cursors" in inv.tables:
+        # bookie reads: bucket snapshots and cursor-ledger positions (ledger metadata from ZooKeeper)
+        t0 = time.perf_counter()
+        for kind in ("bucket_snapshots", "cursor_positions"):
+            path = table_path(out_dir, kind)
+            items_df = _bookie_items(spark, inv.tables["cursors"], kind)
+            n = max(1, min(bookie.tasks or 2 * spark.sparkContext.defaultParallelism, items_df.count()))
+            fn = _bookie_task(bk_zk, bookie, kind, counters)
+            _write(items_df.repartition(n).mapInArrow(fn, schemas.INVENTORY[kind]), path)
+            inv.tables[kind] = path
+        inv.timings["bookies"] = time.perf_counter() - t0
+    else:
+        for kind in ("bucket_snapshots", "cursor_positions"):
+            _delete(spark, table_path(out_dir, kind))
     inv.sources = [x.describe() for x in srcs]
     for t, p in inv.tables.items():
         inv.counts[t] = spark.read.schema(schemas.INVENTORY[t]).parquet(p).count()

@@ -135,6 +135,22 @@ class S3Source:
 
 
 @dataclass(frozen=True)
+class BookieSource:
+    """How entries are read from bookies (read-only: never fences, recovers or writes).
+
+    ``protocol``: ``v3`` (protobuf), ``v2`` (the pre-v3 binary read) or ``auto`` (v3, then v2 on a
+    bookie that refuses it). ``tls_ca_file`` turns on TLS (START_TLS) verified against that CA bundle.
+    """
+
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 10.0  # longest wait for one answer; a silent bookie fails after this
+    max_in_flight: int = 64  # pipelined requests per connection
+    protocol: str = "auto"
+    tls_ca_file: str | None = None
+    tasks: int | None = None  # Spark tasks for entry reads; None: 2 x default parallelism
+
+
+@dataclass(frozen=True)
 class AuditConfig:
     """Thresholds of the audit rules. Durations in seconds; ``as_of_ms`` fixes 'now'."""
 

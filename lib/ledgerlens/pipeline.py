@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledgerlens import schemas
-from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens.config import AuditConfig, BookieSource, S3Source, ZooKeeperSource
 from ledgerlens.redact import redact_obj
 
 if TYPE_CHECKING:
@@ -163,6 +163,7 @@ def run(
     stores: Stores | None = None,
     cluster_name: str | None = None,
     deep_offload_check: bool = False,
+    bookie: BookieSource | None = None,
 ) -> AuditRun:
     """Collect, audit, re-verify and write ``findings.parquet`` and ``summary.json`` under ``out_dir``.
 
@@ -171,6 +172,8 @@ def run(
     BookKeeper and Pulsar metadata stores (``ledgerlens.sources.stores``); without it ``zk`` is one
     live ZooKeeper holding both. ``cluster_name`` is the audited Pulsar cluster (default: the
     single one under ``/admin/clusters``); ``deep_offload_check`` streams every offloaded data block.
+    With ``bookie``, entries are read from the bookies too (read-only): PIP-195 bucket snapshots
+    and the last position of every cursor ledger, which the compacted-ledger rule judges on.
     """
     from pyspark.sql import functions as F
 
@@ -198,6 +201,7 @@ def run(
         str(out / "inventory"),
         progress=progress,
         deep_offload_check=deep_offload_check,
+        bookie=bookie,
     )
     timings.update({f"collect.{k}": v for k, v in inventory.timings.items()})
     timings["collect"] = time.monotonic() - t0

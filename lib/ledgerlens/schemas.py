@@ -211,6 +211,63 @@ OFFLOAD_SEGMENTS = _schema(
     ("error", _S),  # could not be read (vanished since the listing, S3 error): not verified
 )
 
+# PIP-195 buckets, read from the bookies (``--read-bookies``): one row per cursor bucket property.
+BUCKET_SEGMENT = _schema(
+    ("segment", _I),  # 1-based: the snapshot entry holding it
+    ("min_schedule_ms", _L),
+    ("max_schedule_ms", _L),
+    ("index_count", _L),  # delayed indexes in the segment entry
+    ("bitmap_count", _L),  # entries in the metadata bitmaps (should equal index_count)
+    ("bitmap_bytes", _L),
+    ("segment_bytes", _L),  # payload bytes of the segment entry
+    ("data_ledgers", T.ArrayType(_L)),  # data ledgers with delayed entries in this segment
+)
+
+BUCKET_SNAPSHOTS = _schema(
+    ("managed_ledger", _S),
+    ("tenant", _S),
+    ("namespace", _S),
+    ("cursor", _S),  # decoded subscription name
+    ("path", _S),  # the cursor znode holding the property
+    ("property_key", _S),  # #pulsar.internal.delayed.bucket_<start>_<end>
+    ("start_ledger_id", _L),
+    ("end_ledger_id", _L),
+    ("ledger_id", _L),  # the snapshot ledger (= bucket id)
+    ("ledger_path", _S),
+    ("ledger_state", _S),
+    ("digest_type", _S),
+    ("segment_count", _I),
+    ("index_count", _L),
+    ("min_schedule_ms", _L),
+    ("max_schedule_ms", _L),
+    ("snapshot_bytes", _L),  # payload bytes of all entries (metadata + segments)
+    ("metadata_bytes", _L),
+    ("segments", T.ArrayType(BUCKET_SEGMENT)),
+    ("bookies", T.ArrayType(_S)),
+    ("error_kind", _S),  # corrupt (decode / digest), missing (no ledger), unavailable (bookies), open
+    ("error_entry_id", _L),
+    ("error", _S),
+)
+
+# The last entry of cursor ledgers, read from the bookies (``--read-bookies``).
+CURSOR_POSITIONS = _schema(
+    ("managed_ledger", _S),
+    ("tenant", _S),
+    ("namespace", _S),
+    ("cursor", _S),
+    ("path", _S),  # the cursor znode
+    ("cursors_ledger_id", _L),
+    ("ledger_state", _S),
+    ("entry_id", _L),  # the entry read (the last durable one)
+    ("mark_delete_ledger_id", _L),
+    ("mark_delete_entry_id", _L),
+    ("properties", T.MapType(_S, _L)),  # LongProperty of the position, e.g. CompactedTopicLedger
+    ("compacted_ledger_id", _L),
+    ("error_kind", _S),  # corrupt, missing, unavailable
+    ("error_entry_id", _L),
+    ("error", _S),
+)
+
 INVENTORY: Mapping[str, T.StructType] = {
     "bk_ledgers": BK_LEDGERS,
     "managed_ledgers": MANAGED_LEDGERS,
@@ -221,6 +278,8 @@ INVENTORY: Mapping[str, T.StructType] = {
     "offload_objects": OFFLOAD_OBJECTS,
     "pulsar_tenants": PULSAR_TENANTS,
     "offload_segments": OFFLOAD_SEGMENTS,
+    "bucket_snapshots": BUCKET_SNAPSHOTS,
+    "cursor_positions": CURSOR_POSITIONS,
 }
 
 # -- Kafka tiered storage (KIP-405) ------------------------------------------------------------

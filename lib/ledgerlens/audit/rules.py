@@ -457,29 +457,106 @@ def ledger_rules(
     return findings, step.filter(offloaded).select(*OFFLOAD_ROW)
 
 
-def without_compaction_in_flight(findings: DataFrame, cursors: DataFrame) -> DataFrame:
+def without_compaction_in_flight(
+    findings: DataFrame, cursors: DataFrame, positions: DataFrame | None = None
+) -> DataFrame:
     """Drop compacted-ledger orphans that a ``__compaction`` cursor may still reference.
 
     The broker keeps the ``CompactedTopicLedger`` property in the mark-delete position, which is
     written to the cursor *ledger* and copied to the cursor znode only when that ledger rolls over
-    or the cursor closes. While the ``__compaction`` cursor has a cursor ledger, a compacted ledger
-    newer than the one its znode names (or any, when the znode names none) may be the live one.
-    Older ones are safe to report: the broker replaces compacted ledgers oldest first.
+    or the cursor closes. While the ``__compaction`` cursor has a cursor ledger, the live reference
+    is the one in that ledger's last entry (``positions``, read from the bookies): a compacted
+    ledger at or above it is the live one or a compaction in flight and is not reported; older ones
+    are stale (the broker replaces compacted ledgers oldest first). When that entry could not be
+    read, the znode's reference stands in: everything newer than it is not reported.
     """
     pending = cursors.filter(
         (F.col("cursor") == "__compaction") & (F.col("cursors_ledger_id") >= 0) & F.col("error").isNull()
     ).select(
         F.col("managed_ledger").alias("_c_ml"),
+        F.col("cursors_ledger_id").alias("_c_lid"),
         F.col("properties").getItem("CompactedTopicLedger").alias("_c_ref"),
     )
+    if positions is not None:
+        live = positions.filter(
+            (F.col("cursor") == "__compaction") & F.col("error").isNull() & F.col("entry_id").isNotNull()
+        ).select(
+            F.col("managed_ledger").alias("_p_ml"),
+            F.col("cursors_ledger_id").alias("_p_lid"),
+            F.col("compacted_ledger_id").alias("_p_ref"),
+        )
+        pending = pending.join(
+            live, (F.col("_c_ml") == F.col("_p_ml")) & (F.col("_c_lid") == F.col("_p_lid")), "left"
+        ).select(
+            "_c_ml",
+            # the live reference: the newer of the cursor ledger's and the znode's (ids only grow)
+            F.when(
+                F.col("_p_ml").isNotNull(),
+                F.greatest(F.coalesce("_p_ref", F.lit(-1)), F.coalesce("_c_ref", F.lit(-1))),
+            ).alias("_live"),
+            "_c_ref",
+        )
+    else:
+        pending = pending.select("_c_ml", F.lit(None).cast("bigint").alias("_live"), "_c_ref")
     f = findings.alias("f")
+    lid = F.col("f.ledger_id")
     hidden = (
         (F.col("f.kind") == "orphan_ledger")
         & (F.col("f.component") == "compacted-ledger")
         & (F.col("f.managed_ledger") == F.col("_c_ml"))
-        & (F.col("_c_ref").isNull() | (F.col("f.ledger_id") > F.col("_c_ref")))
+        & F.when(F.col("_live").isNotNull(), lid >= F.col("_live")).otherwise(
+            F.col("_c_ref").isNull() | (lid > F.col("_c_ref"))
+        )
     )
     return f.join(F.broadcast(pending), hidden, "left_anti")
+
+
+def corrupt_bookie_entries(
+    bucket_snapshots: DataFrame | None, positions: DataFrame | None
+) -> DataFrame | None:
+    """``corrupt_metadata`` for bucket snapshots and cursor-ledger entries that do not decode or fail
+    their digest on every bookie (``error_kind = corrupt``); ledger and entry in ledger_id / evidence.
+
+    Unreachable bookies are not findings (the summary counts them); absent snapshot ledgers are
+    ``missing_ledger`` through the references.
+    """
+    parts = []
+    for table, df, component, path in (
+        ("bucket_snapshots", bucket_snapshots, "delayed-index-bucket", "ledger_path"),
+        ("cursor_positions", positions, "cursor", "path"),
+    ):
+        if df is None:
+            continue
+        lid = "ledger_id" if table == "bucket_snapshots" else "cursors_ledger_id"
+        rows = df.filter(F.col("error_kind") == "corrupt")
+        parts.append(
+            finding(
+                rows,
+                kind="corrupt_metadata",
+                severity="critical",
+                component=component,
+                action="investigate",
+                ledger_id=F.col(lid),
+                managed_ledger=F.col("managed_ledger"),
+                cursor=F.col("cursor"),
+                path=F.col(path),
+                tenant=F.col("tenant"),
+                namespace=F.col("namespace"),
+                evidence=F.struct(
+                    F.lit(table).alias("table"),
+                    F.col("error").alias("problem"),
+                    F.col(lid).alias("ledger_id"),
+                    F.col("error_entry_id").alias("entry_id"),
+                    F.col("path").alias("cursor_path"),
+                ),
+            )
+        )
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from ledgerlens.audit.references import blind_spots, cursor_references, schema_r
 from ledgerlens.config import AuditConfig
 
 REQUIRED = ("bk_ledgers", "managed_ledgers", "ml_ledgers", "cursors", "schema_ledgers", "namespace_policies")
+BOOKIE_TABLES = ("bucket_snapshots", "cursor_positions")  # present when entries were read from bookies
 
 
 def _inputs(
@@ -41,6 +42,11 @@ def _inputs(
     if objects is not None:
         schema = schemas.OFFLOAD_OBJECTS
         objects = objects.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
+    for name in BOOKIE_TABLES:
+        if tables.get(name) is not None:
+            out[name] = tables[name].select(
+                *[F.col(f.name).cast(f.dataType) for f in schemas.INVENTORY[name].fields]
+            )
     segments = tables.get("offload_segments")
     if segments is not None:
         schema = schemas.OFFLOAD_SEGMENTS
@@ -109,8 +115,13 @@ def run_audit(
             parts.append(verdicts.findings)
             not_orphans = verdicts.not_orphans
         parts.append(rules.offload_rules(offloaded, objects, spots, config, offload_bucket, not_orphans))
+    corrupt_entries = rules.corrupt_bookie_entries(t.get("bucket_snapshots"), t.get("cursor_positions"))
+    if corrupt_entries is not None:
+        parts.append(corrupt_entries)
     raw = parts[0]
     for p in parts[1:]:
         raw = raw.unionByName(p)
     findings = to_findings(with_owners(raw, t["managed_ledgers"]))
-    return order_findings(rules.without_compaction_in_flight(findings, t["cursors"]))
+    return order_findings(
+        rules.without_compaction_in_flight(findings, t["cursors"], t.get("cursor_positions"))
+    )

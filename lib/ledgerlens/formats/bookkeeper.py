@@ -42,6 +42,7 @@ class LedgerMetadata:
     ensembles: tuple[tuple[int, tuple[str, ...]], ...]
     custom_metadata: dict[str, bytes] = field(default_factory=dict)
     ctoken: int | None = None
+    password: bytes = field(default=b"", repr=False)  # HMAC key material: never printed
 
     @property
     def bookies(self) -> list[str]:
@@ -79,6 +80,7 @@ def _from_proto(msg: pb.LedgerMetadataFormat, version: int, path: str) -> Ledger
         ensembles=tuple((seg.firstEntryId, tuple(seg.ensembleMember)) for seg in msg.segment),
         custom_metadata={e.key: bytes(e.value) for e in msg.customMetadata},
         ctoken=msg.cToken if msg.HasField("cToken") else None,
+        password=bytes(msg.password),
     )
 
 

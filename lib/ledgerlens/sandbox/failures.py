@@ -26,6 +26,10 @@ metadata edit, never by writing fake bytes:
   completed (``incomplete_offload``: the managed ledger names the uuid, not complete, as the broker
   leaves it when it dies mid-offload), and a copy tagged with another cluster's name
   (``foreign_offload_object``).
+- ``orphan_ledger`` of a PIP-195 bucket snapshot (the upstream leak "property removed first"): the
+  bucket's cursor property is dropped by a version-checked edit of the cursor znode (topic unloaded),
+  the snapshot ledger stays. ``missing_ledger`` of a dangling bucket property (the upstream loss "a
+  failed merge deletes the only durable copy"): another bucket's snapshot ledger znode is deleted.
 - ``orphan_ledger`` leaked by the broker itself (found with this sandbox): a topic unloaded while the
   ledger of a rollover is being created; the broker closes that ledger and never deletes it
   (:func:`plant_unload_race`; its own log line is the ground truth).
@@ -39,16 +43,20 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import SandboxError
+from ledgerlens.formats.names import encode_component
 from ledgerlens.formats.offload import ledger_object_keys, uuid_to_bits
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, make_client, topic_path
 from ledgerlens.sandbox.seed import (
+    BUCKET_PREFIX,
     consume,
+    cursor_properties,
     ensure_namespace,
     ml_path,
     offload_and_wait,
@@ -75,6 +83,8 @@ TOPIC_DELETED_OUTAGE = f"persistent://{NS_FAIL_OFFLOAD}/deleted during outage"
 TOPIC_MISSING_OBJECT = f"persistent://{NS_FAIL_OFFLOAD}/missing object"
 TOPIC_DAMAGED = f"persistent://{NS_FAIL_OFFLOAD}/damaged objects"
 OTHER_CLUSTER = "other-cluster"
+TOPIC_BUCKETS = f"persistent://{NS_FAIL}/delayed buckets"
+BUCKET_SUBSCRIPTION = "bucket-sub"
 KEEP = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
 
 
@@ -179,6 +189,54 @@ def plant_orphan_by_edit(state: dict[str, Any], zk: Any, client: Any) -> list[di
             "orphan_ledger", "warning", "managed-ledger",
             ledger_id=dropped, managed_ledger=_ml_name(TOPIC_ORPHAN_EDIT), path=ledger_path(dropped),
         )
+    ]  # fmt: skip
+
+
+def plant_bucket_failures(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
+    """An orphan bucket snapshot (its property dropped) and a dangling property (its ledger deleted)."""
+    import pulsar
+
+    consumer = client.subscribe(TOPIC_BUCKETS, BUCKET_SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared)
+    try:
+        produce(client, TOPIC_BUCKETS, 200, deliver_after=timedelta(hours=3))
+
+        def sealed() -> dict[str, str] | None:
+            props = cursor_properties(zk, TOPIC_BUCKETS, BUCKET_SUBSCRIPTION)
+            found = {k: v for k, v in props.items() if k.startswith(BUCKET_PREFIX)}
+            return found if len(found) >= 3 else None
+
+        buckets = wait_for(sealed, 120, f"three delayed-index buckets on {TOPIC_BUCKETS}")
+    finally:
+        consumer.close()
+    _unload(state["web_url"], TOPIC_BUCKETS)
+    path = f"{ml_path(TOPIC_BUCKETS)}/{encode_component(BUCKET_SUBSCRIPTION)}"
+    data, stat = zk.get(path)
+    if data[:2] == b"\x47\x78":
+        raise SandboxError(f"{path}: compressed cursor info; the sandbox writes uncompressed only")
+    info = mlpb.ManagedCursorInfo()
+    info.ParseFromString(data)
+    keys = sorted(buckets, key=lambda k: int(k.split("_")[1]))
+    orphan_key, dangling_key = keys[0], keys[1]
+    orphan_id, dangling_id = int(buckets[orphan_key]), int(buckets[dangling_key])
+    kept = [p for p in info.cursorProperties if p.name != orphan_key]
+    if len(kept) != len(info.cursorProperties) - 1:
+        raise SandboxError(f"{path}: bucket property {orphan_key} not in the znode")
+    del info.cursorProperties[:]
+    info.cursorProperties.extend(kept)
+    zk.set(path, info.SerializeToString(), version=stat.version)
+    lpath = ledger_path(dangling_id)
+    _, lstat = zk.get(lpath)
+    zk.delete(lpath, version=lstat.version)
+    ml = _ml_name(TOPIC_BUCKETS)
+    return [
+        _finding(
+            "orphan_ledger", "warning", "delayed-index-bucket",
+            ledger_id=orphan_id, managed_ledger=ml, cursor=BUCKET_SUBSCRIPTION, path=ledger_path(orphan_id),
+        ),
+        _finding(
+            "missing_ledger", "critical", "delayed-index-bucket",
+            ledger_id=dangling_id, managed_ledger=ml, cursor=BUCKET_SUBSCRIPTION, path=path,
+        ),
     ]  # fmt: skip
 
 
@@ -423,6 +481,7 @@ def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
         for name, step in (
             ("retention_overdue", plant_retention_overdue),
             ("orphan_ledger", plant_orphan_by_edit),
+            ("delayed_index_buckets", plant_bucket_failures),
             ("orphan_ledger_unload_race", plant_unload_race),
             ("missing_offload_object", plant_missing_offload_object),
             ("offload_damage", plant_offload_damage),
@@ -448,6 +507,7 @@ def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
         "topics": [
             TOPIC_OVERDUE,
             TOPIC_ORPHAN_EDIT,
+            TOPIC_BUCKETS,
             TOPIC_MISSING_LEDGER,
             TOPIC_DELETED_OUTAGE,
             TOPIC_MISSING_OBJECT,

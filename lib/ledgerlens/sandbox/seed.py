@@ -39,6 +39,7 @@ TOPIC_OFFLOAD = "persistent://ll-app/offload/offload manual"
 TOPIC_TIERED = "persistent://ll-app/tiered/auto offload"
 TOPIC_DELAYED = "persistent://ll-app/delayed/delayed"
 PARTITIONS = 3
+DELAYED_MESSAGES = 300
 
 NAMESPACES: dict[str, dict[str, int]] = {
     "ll-app/orders": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100},
@@ -127,6 +128,42 @@ def produce(
     finally:
         producer.close()
     return ids
+
+
+def delayed_schedule(count: int, start_ms: int) -> list[int | None]:
+    """Deliver-at times (epoch ms) of a known schedule; None for a plain (not delayed) message.
+
+    Every 10th message is plain; every 37th is due in 30 days (a far-future index that holds its
+    bucket alive); the rest are due in groups of three, one minute apart, from ``start_ms`` on.
+    """
+    out: list[int | None] = []
+    for i in range(count):
+        if i % 10 == 9:
+            out.append(None)
+        elif i % 37 == 36:
+            out.append(start_ms + 30 * 24 * 3600 * 1000 + i)
+        else:
+            out.append(start_ms + (i // 3) * 60_000)
+    return out
+
+
+def produce_schedule(
+    client: Any, topic: str, count: int, start_in: timedelta = timedelta(hours=2)
+) -> list[Any]:
+    """Send :func:`delayed_schedule` (one entry per message); returns ``[ledger, entry, deliver_at]``
+    for every delayed message, as the broker stored it."""
+    start_ms = int((time.time() + start_in.total_seconds()) * 1000)
+    producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=60_000)
+    out: list[Any] = []
+    try:
+        for i, at in enumerate(delayed_schedule(count, start_ms)):
+            kwargs = {"deliver_at": at} if at is not None else {}
+            mid = producer.send(f"delayed-{i}".encode(), **kwargs)
+            if at is not None:
+                out.append([mid.ledger_id(), mid.entry_id(), at])
+    finally:
+        producer.close()
+    return out
 
 
 def consume(client: Any, topic: str, subscription: str, count: int, **kwargs: Any) -> int:
@@ -356,13 +393,15 @@ def seed(sandbox_state: dict[str, Any]) -> dict[str, Any]:
         made["offloaded_ledgers"][TOPIC_TIERED] = list(auto)
         made["timings"]["threshold_offload_s"] = round(time.monotonic() - t0, 2)
 
-        # delayed messages spread over several ledgers: buckets are sealed on ledger changes
+        # delayed messages spread over several ledgers: buckets are sealed on ledger changes. The
+        # schedule is known exactly (seed.json "delayed_schedule": ledger, entry, deliver-at), with
+        # plain messages between them (delivered at once, never indexed) and a few far-future ones.
         t0 = time.monotonic()
         delayed_consumer = client.subscribe(
             TOPIC_DELAYED, "delayed-sub", consumer_type=pulsar.ConsumerType.Shared
         )
         try:
-            produce(client, TOPIC_DELAYED, 300, deliver_after=timedelta(hours=2))
+            schedule = produce_schedule(client, TOPIC_DELAYED, DELAYED_MESSAGES)
             buckets = wait_for(
                 lambda: (lambda p: p if len(p) >= 2 else None)(
                     {k: v for k, v in cursor_properties(zk, TOPIC_DELAYED, "delayed-sub").items()
@@ -374,6 +413,7 @@ def seed(sandbox_state: dict[str, Any]) -> dict[str, Any]:
         finally:
             delayed_consumer.close()
         made["buckets"] = {TOPIC_DELAYED: buckets}
+        made["delayed_schedule"] = {TOPIC_DELAYED: schedule}
         made["timings"]["delayed_s"] = round(time.monotonic() - t0, 2)
 
         topics = [
