@@ -2,7 +2,8 @@
 
 (a) Every znode and object the broker wrote decodes with ledgerlens' decoders, with spot checks of
 what the seeding made. (b) The audit pipeline reports exactly the planted anomalies, and nothing on
-the healthy part, while a producer keeps writing and ledgers keep rolling over during the run.
+the healthy part, while a producer keeps writing and ledgers keep rolling over during the run, and
+a topic keeps being compacted (bucket snapshots and cursor positions read from the bookie).
 
 Thresholds of (b): real ledgers are seconds old, so ``as_of_ms`` is the real clock and
 ``min_orphan_age_s`` / ``retention_grace_s`` are ``failures.MAX_AGE_S`` (30 s): the planted anomalies are
@@ -258,6 +259,38 @@ class _Producer(threading.Thread):
             self.error = e
 
 
+class _Compactor(threading.Thread):
+    """Keeps compacting the compacted topic (new keyed messages, then a compaction) until stopped:
+    compacted ledgers are created and replaced while the audit runs."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        super().__init__(daemon=True)
+        self.state = state
+        self.stop = threading.Event()
+        self.compactions = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from ledgerlens.sandbox.pulsar import admin, topic_path
+
+        web = self.state["web_url"]
+        path = topic_path(sd.TOPIC_COMPACTED) + "/compaction"
+        try:
+            client = make_client(self.state)
+            producer = client.create_producer(sd.TOPIC_COMPACTED, batching_enabled=False)
+            while not self.stop.is_set():
+                for i in range(20):
+                    producer.send(f"v{self.compactions}".encode(), partition_key=f"key-{i % 10}")
+                admin(web, "PUT", path, ok=(200, 204, 409))
+                while not self.stop.is_set() and admin(web, "GET", path).get("status") == "RUNNING":
+                    time.sleep(0.2)
+                self.compactions += 1
+            producer.close()
+            client.close()
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+
 def _key(row: dict[str, Any]) -> tuple[Any, ...]:
     out = []
     for k in FINDING_KEYS:
@@ -270,7 +303,7 @@ def _key(row: dict[str, Any]) -> tuple[Any, ...]:
 
 def test_audit_reports_exactly_the_planted_anomalies(pulsar_env: Any, spark: Any, tmp_path: Path) -> None:
     from ledgerlens import pipeline
-    from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
+    from ledgerlens.config import AuditConfig, BookieSource, S3Source, ZooKeeperSource
 
     state = pulsar_env.state
     zk = sd.zk_client(state)
@@ -278,6 +311,8 @@ def test_audit_reports_exactly_the_planted_anomalies(pulsar_env: Any, spark: Any
     before = {li.ledger_id for li in decode_managed_ledger(zk.get(live_ml)[0], path=live_ml).ledgers}
     producer = _Producer(state)
     producer.start()
+    compactor = _Compactor(state)
+    compactor.start()
     try:
         time.sleep(2)
         t0 = time.monotonic()
@@ -295,15 +330,21 @@ def test_audit_reports_exactly_the_planted_anomalies(pulsar_env: Any, spark: Any
             ),
             tmp_path / "audit",
             progress=False,
+            bookie=BookieSource(),  # bucket snapshots and cursor positions read from the bookie
         )
         wall = time.monotonic() - t0
     finally:
         producer.stop.set()
+        compactor.stop.set()
         producer.join(timeout=60)
+        compactor.join(timeout=60)
     after = {li.ledger_id for li in decode_managed_ledger(zk.get(live_ml)[0], path=live_ml).ledgers}
     zk.stop()
     zk.close()
     assert producer.error is None, producer.error
+    assert compactor.error is None and compactor.compactions >= 1, (compactor.error, compactor.compactions)
+    counts = run.summary["inventory_counts"]
+    assert counts["bucket_snapshots"] >= 3 and counts["cursor_positions"] >= 5, counts
     print(f"audit wall time {wall:.1f}s, {producer.sent} messages written during it, summary {run.summary}")
     assert after - before, "no ledger rolled over during the audit"
 

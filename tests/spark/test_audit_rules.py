@@ -623,3 +623,109 @@ def test_compacted_ledger_newer_than_the_znode_reference_is_not_reported(spark: 
         ("orphan_ledger", 150),
         ("orphan_ledger", 300),
     ]
+
+
+def test_compacted_ledger_judged_on_the_cursor_ledger_entry_read_from_bookies(spark: Any) -> None:
+    """With ``cursor_positions`` (the cursor ledger's last entry), the live reference decides: older
+    compacted ledgers are stale (even newer than the znode's reference, which the old rule skipped),
+    newer ones are a compaction in flight. An unreadable entry falls back to the znode's reference."""
+    rows: dict[str, list[dict[str, Any]]] = {"managed_ledgers": [], "ml_ledgers": [], "cursors": [],
+                                             "bk_ledgers": [], "cursor_positions": []}  # fmt: skip
+    for t, base, read in (("t", 0, True), ("u", 1000, False)):
+        name = f"k/ns/persistent/{t}"
+        rows["managed_ledgers"].append(ml(name))
+        rows["ml_ledgers"] += ledgers(name, {"ledger_id": base + 10}, {"ledger_id": base + 11})
+        ref = {"CompactedTopicLedger": base + 200}  # the znode's (older) reference
+        rows["cursors"].append(
+            cur(name, "__compaction", base + 11, cursors_ledger_id=base + 50, properties=ref)
+        )
+        topic = {"component": "compacted-ledger", "compacted_topic": f"persistent://k/ns/{t}"}
+        rows["bk_ledgers"] += [
+            bk(base + 10, name),
+            bk(base + 11, name, state="OPEN", ctime_ms=NOW - H),
+            bk(base + 50, name, cursor="__compaction"),
+            bk(base + 150, **topic),  # older than every reference: stale either way
+            bk(base + 250, **topic),  # newer than the znode's reference, older than the live one: stale
+            bk(base + 260, **topic),  # the live one (the cursor ledger's last entry)
+            bk(base + 280, **topic),  # newer than the live one: a compaction in flight
+        ]
+        position: dict[str, Any] = {"managed_ledger": name, "tenant": "k", "namespace": "k/ns"}
+        position.update(cursor="__compaction", path=f"/managed-ledgers/{name}/__compaction")
+        position["cursors_ledger_id"] = base + 50
+        if read:
+            position.update(ledger_state="OPEN", entry_id=3, compacted_ledger_id=base + 260)
+        else:
+            position.update(error_kind="unavailable", error="bookie b:3181: no answer within 10s")
+        rows["cursor_positions"].append(position)
+    got = sorted((f["kind"], f["ledger_id"]) for f in audit(spark, rows, objects=False))
+    # u: its entry could not be read, the znode's reference stands in (1250.. not reported)
+    assert got == [("orphan_ledger", 150), ("orphan_ledger", 250), ("orphan_ledger", 1150)]
+    # the same inventory without the bookie reads: the old rule skips 250
+    rows.pop("cursor_positions")
+    old = sorted((f["kind"], f["ledger_id"]) for f in audit(spark, rows, objects=False))
+    assert old == [("orphan_ledger", 150), ("orphan_ledger", 1150)]
+
+
+def test_corrupt_bucket_snapshot_and_cursor_entry(spark: Any) -> None:
+    name = "k/ns/persistent/d"
+    rows: dict[str, list[dict[str, Any]]] = {
+        "managed_ledgers": [ml(name)],
+        "ml_ledgers": ledgers(name, {"ledger_id": 10}),
+        "cursors": [cur(name, "sub", 10, cursor_properties={"#pulsar.internal.delayed.bucket_10_10": "70"})],
+        "bk_ledgers": [
+            bk(10, name),
+            bk(70, component="delayed-index-bucket", delayed_topic="persistent://k/ns/d"),
+        ],
+        "bucket_snapshots": [
+            {
+                "managed_ledger": name,
+                "tenant": "k",
+                "namespace": "k/ns",
+                "cursor": "sub",
+                "path": f"/managed-ledgers/{name}/sub",
+                "ledger_id": 70,
+                "ledger_path": "/ledgers/L0000000070",
+                "error_kind": "corrupt",
+                "error_entry_id": 2,
+                "error": "bookie 127.0.0.1:3181: ledger 70 entry 2: CRC32C digest mismatch",
+            },
+            {
+                "managed_ledger": name,
+                "cursor": "sub",
+                "ledger_id": 71,
+                "error_kind": "unavailable",
+                "error": "bookie b: down",
+            },
+        ],  # fmt: skip
+    }
+    got = audit(spark, rows, objects=False)
+    assert [(f["kind"], f["component"], f["ledger_id"], f["path"]) for f in got] == [
+        ("corrupt_metadata", "delayed-index-bucket", 70, "/ledgers/L0000000070")
+    ]
+    evidence = json.loads(got[0]["evidence"])
+    assert evidence["entry_id"] == 2 and "digest mismatch" in evidence["problem"]
+
+
+def test_old_broker_bucket_snapshot_owner_from_the_key_range(spark: Any) -> None:
+    """Snapshot ledgers without topic/cursor metadata (older brokers): the owner is the managed ledger
+    listing the first ledger of the bucket key; unknown owners hide behind any blind spot."""
+    name = "k/ns/persistent/d"
+    old = {"component": "delayed-index-bucket", "delayed_topic": None}
+    rows: dict[str, list[dict[str, Any]]] = {
+        "managed_ledgers": [ml(name), ml("z/ns/persistent/broken", error="not a ManagedLedgerInfo")],
+        "ml_ledgers": ledgers(name, {"ledger_id": 10}, {"ledger_id": 11}),
+        "cursors": [cur(name, "sub", 10)],
+        "bk_ledgers": [
+            bk(10, name),
+            bk(11, name, state="OPEN", ctime_ms=NOW - H),
+            bk(70, bucket_key="#pulsar.internal.delayed.bucket_10_11", **old),  # owner found: reported
+            bk(71, bucket_key="#pulsar.internal.delayed.bucket_5_6", **old),  # trimmed range: owner unknown
+        ],
+    }
+    got = [f for f in audit(spark, rows, objects=False) if f["kind"] == "orphan_ledger"]
+    assert [(f["ledger_id"], f["managed_ledger"], f["component"]) for f in got] == [
+        (70, name, "delayed-index-bucket")
+    ]
+    rows["managed_ledgers"].pop()  # no blind spot left: the unknown owner cannot hide
+    got = [f for f in audit(spark, rows, objects=False) if f["kind"] == "orphan_ledger"]
+    assert sorted(f["ledger_id"] for f in got) == [70, 71]

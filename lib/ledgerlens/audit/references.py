@@ -76,6 +76,30 @@ def cursor_references(cursors: DataFrame) -> DataFrame:
     )
 
 
+def with_bucket_owners(bk_ledgers: DataFrame, ml_ledgers: DataFrame) -> DataFrame:
+    """``bk_ledgers`` plus ``bucket_owner``: for delayed-index bucket snapshot ledgers that older
+    brokers wrote without ``pulsar/delayedIndexTopic``, the managed ledger whose ledger list holds the
+    first ledger of the bucket key's range (``..._<start>_<end>``); null when none does.
+
+    Only those few rows are joined (broadcast against one scan of ``ml_ledgers``): no shuffle of the
+    big tables.
+    """
+    start = F.regexp_extract(F.col("bucket_key"), r"^#pulsar\.internal\.delayed\.bucket_(\d+)_(\d+)$", 1)
+    need = F.coalesce(
+        (F.col("component") == "delayed-index-bucket") & F.col("delayed_topic").isNull() & (start != ""),
+        F.lit(False),
+    )
+    few = bk_ledgers.filter(need).withColumn("_b_start", start.cast("bigint"))
+    owners = (
+        ml_ledgers.select(F.col("ledger_id").alias("_b_start"), F.col("managed_ledger").alias("bucket_owner"))
+        .join(F.broadcast(few.select("_b_start").distinct()), "_b_start")
+        .dropDuplicates(["_b_start"])
+    )
+    found = few.join(F.broadcast(owners), "_b_start", "left").drop("_b_start")
+    rest = bk_ledgers.filter(~need).withColumn("bucket_owner", F.lit(None).cast("string"))
+    return rest.unionByName(found)
+
+
 def schema_references(schema_ledgers: DataFrame) -> DataFrame:
     """Ledgers referenced by schema locators (every version)."""
     return schema_ledgers.filter(F.col("error").isNull() & F.col("ledger_id").isNotNull()).select(

@@ -179,6 +179,9 @@ def join_bookkeeper(bk_ledgers: DataFrame, references: DataFrame) -> DataFrame:
         "delayed_topic",
         "delayed_cursor",
         "bucket_key",
+        (F.col("bucket_owner") if "bucket_owner" in bk_ledgers.columns else F.lit(None).cast("string")).alias(
+            "bucket_owner"
+        ),
         F.col("error").alias("bk_error"),
         F.lit(True).alias("bk_present"),
     )
@@ -208,7 +211,11 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
     owner = (
         F.when(comp == _ML, F.col("bk_ml"))
         .when(comp == "compacted-ledger", topic_to_ml(F.col("compacted_topic")))
-        .when(comp == "delayed-index-bucket", topic_to_ml(F.col("delayed_topic")))
+        .when(
+            comp == "delayed-index-bucket",
+            # older brokers wrote no topic: the owner found through the bucket key range, else unknown
+            F.coalesce(topic_to_ml(F.col("delayed_topic")), F.col("bucket_owner")),
+        )
         .when(comp == "schema", F.col("bk_schema_id"))
     )
     prefixes = F.when(

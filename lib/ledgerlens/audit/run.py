@@ -12,7 +12,7 @@ from ledgerlens.audit import rules
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
 from ledgerlens.audit.offload_checks import offload_object_rules
 from ledgerlens.audit.ownership import owned_tenants
-from ledgerlens.audit.references import blind_spots, cursor_references, schema_references
+from ledgerlens.audit.references import blind_spots, cursor_references, schema_references, with_bucket_owners
 from ledgerlens.config import AuditConfig
 
 REQUIRED = ("bk_ledgers", "managed_ledgers", "ml_ledgers", "cursors", "schema_ledgers", "namespace_policies")
@@ -95,7 +95,7 @@ def run_audit(
     refs = ml_refs.unionByName(cursor_references(t["cursors"]), allowMissingColumns=True).unionByName(
         schema_references(t["schema_ledgers"]), allowMissingColumns=True
     )
-    joined = rules.join_bookkeeper(t["bk_ledgers"], refs)
+    joined = rules.join_bookkeeper(with_bucket_owners(t["bk_ledgers"], t["ml_ledgers"]), refs)
     owned = owned_tenants(t, config.deleted_tenants)
     ledger_findings, offloaded = rules.ledger_rules(
         joined, spots, config, offload=objects is not None, materialize=materialize, owned=owned
