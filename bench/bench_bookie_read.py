@@ -32,6 +32,7 @@ def produce(state: dict[str, Any], n: int, size: int) -> None:
 
     client = make_client(state)
     try:
+        client.subscribe(TOPIC, "bench").close()  # a subscription keeps the ledgers (retention 0)
         producer = client.create_producer(TOPIC, batching_enabled=False, block_if_queue_full=True)
         body = b"x" * size
         for _ in range(n):
@@ -44,6 +45,8 @@ def produce(state: dict[str, Any], n: int, size: int) -> None:
 
 def closed_ledgers(zk: Any) -> list[Any]:
     """Every closed ledger with entries, as LedgerHandles (metadata read from ZooKeeper)."""
+    from kazoo.exceptions import NoNodeError
+
     from ledgerlens.formats.bookkeeper import decode_ledger_metadata
     from ledgerlens.formats.paths import is_special_znode
     from ledgerlens.sources.bookie import LedgerHandle
@@ -52,12 +55,19 @@ def closed_ledgers(zk: Any) -> list[Any]:
     stack = ["/ledgers"]
     while stack:
         path = stack.pop()
-        for child in zk.get_children(path):
+        try:
+            children = zk.get_children(path)
+        except NoNodeError:
+            continue
+        for child in children:
             p = f"{path}/{child}"
             if path == "/ledgers" and is_special_znode(child):
                 continue
             if child.startswith("L") and child[1:].isdigit():
-                md = decode_ledger_metadata(zk.get(p)[0], path=p)
+                try:
+                    md = decode_ledger_metadata(zk.get(p)[0], path=p)
+                except NoNodeError:
+                    continue  # deleted meanwhile (trimmed, rolled over)
                 if md.state == "CLOSED" and md.last_entry_id >= 0:
                     out.append(LedgerHandle(int("".join(p.split("/")[2:]).replace("L", "")), md))
             else:
@@ -67,6 +77,7 @@ def closed_ledgers(zk: Any) -> list[Any]:
 
 def read_all(zk: Any, ledgers: list[Any], in_flight: int) -> tuple[float, int, int]:
     from ledgerlens.config import BookieSource
+    from ledgerlens.errors import EntryReadError
     from ledgerlens.sources.bookie import BookieClient
 
     with BookieClient(BookieSource(max_in_flight=in_flight), zk=zk) as client:
@@ -74,9 +85,12 @@ def read_all(zk: Any, ledgers: list[Any], in_flight: int) -> tuple[float, int, i
         t0 = time.perf_counter()
         n = size = 0
         for h in ledgers:
-            for e in client.read_entries(h, 0, h.metadata.last_entry_id):
-                n += 1
-                size += len(e.payload)
+            try:
+                for e in client.read_entries(h, 0, h.metadata.last_entry_id):
+                    n += 1
+                    size += len(e.payload)
+            except EntryReadError:
+                continue  # deleted by the broker since it was listed (the sandbox keeps running)
         return time.perf_counter() - t0, n, size
 
 

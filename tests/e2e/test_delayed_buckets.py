@@ -51,15 +51,12 @@ def test_snapshots_hold_exactly_the_scheduled_messages(pulsar_env: Any, protocol
     schedule = [tuple(x) for x in pulsar_env.seeded["delayed_schedule"][sd.TOPIC_DELAYED]]
     assert len(schedule) == 270  # 300 messages, every 10th plain
     zk = sd.zk_client(pulsar_env.state)
-    try:
-        buckets = _buckets(zk, CURSOR)
-        handles = {lid: _handle(zk, lid) for lid in buckets.values()}
-    finally:
-        zk.stop()
-        zk.close()
+    buckets = _buckets(zk, CURSOR)
+    handles = {lid: _handle(zk, lid) for lid in buckets.values()}
     assert len(buckets) >= 2
     covered = set()
-    with BookieClient(BookieSource(protocol=protocol, read_timeout_s=10)) as client:
+    # the standalone's bookie id is not host:port: its address comes from /ledgers/available
+    with BookieClient(BookieSource(protocol=protocol, read_timeout_s=10), zk=zk) as client:
         for key, lid in sorted(buckets.items()):
             h = handles[lid]
             assert (
@@ -83,6 +80,8 @@ def test_snapshots_hold_exactly_the_scheduled_messages(pulsar_env: Any, protocol
         assert client.stats.errors == {} and client.stats.failovers == 0
         if protocol == "v2":
             assert client.stats.v2_fallbacks == 0  # asked for v2 directly
+    zk.stop()
+    zk.close()
     # what no sealed bucket holds is in the last (mutable, in-memory) bucket: the newest ledgers
     rest = [s for s in schedule if s not in covered]
     newest_sealed = max(db.parse_bucket_key(k).end_ledger_id for k in buckets)  # type: ignore[union-attr]

@@ -630,7 +630,8 @@ def test_compacted_ledger_judged_on_the_cursor_ledger_entry_read_from_bookies(sp
     compacted ledgers are stale (even newer than the znode's reference, which the old rule skipped),
     newer ones are a compaction in flight. An unreadable entry falls back to the znode's reference."""
     rows: dict[str, list[dict[str, Any]]] = {"managed_ledgers": [], "ml_ledgers": [], "cursors": [],
-                                             "bk_ledgers": [], "cursor_positions": []}  # fmt: skip
+                                             "bk_ledgers": [], "cursor_positions": [],
+                                             "namespace_policies": [pol("k/ns", -1, -1)]}  # fmt: skip
     for t, base, read in (("t", 0, True), ("u", 1000, False)):
         name = f"k/ns/persistent/{t}"
         rows["managed_ledgers"].append(ml(name))
@@ -645,6 +646,8 @@ def test_compacted_ledger_judged_on_the_cursor_ledger_entry_read_from_bookies(sp
             bk(base + 11, name, state="OPEN", ctime_ms=NOW - H),
             bk(base + 50, name, cursor="__compaction"),
             bk(base + 150, **topic),  # older than every reference: stale either way
+            # t: the znode's 200 was replaced by the live 260 and deleted (not missing: the znode lags)
+            *([bk(base + 200, **topic)] if not read else []),
             bk(base + 250, **topic),  # newer than the znode's reference, older than the live one: stale
             bk(base + 260, **topic),  # the live one (the cursor ledger's last entry)
             bk(base + 280, **topic),  # newer than the live one: a compaction in flight
@@ -660,10 +663,10 @@ def test_compacted_ledger_judged_on_the_cursor_ledger_entry_read_from_bookies(sp
     got = sorted((f["kind"], f["ledger_id"]) for f in audit(spark, rows, objects=False))
     # u: its entry could not be read, the znode's reference stands in (1250.. not reported)
     assert got == [("orphan_ledger", 150), ("orphan_ledger", 250), ("orphan_ledger", 1150)]
-    # the same inventory without the bookie reads: the old rule skips 250
+    # the same inventory without the bookie reads: the old rule skips 250 (and 200 looks missing)
     rows.pop("cursor_positions")
     old = sorted((f["kind"], f["ledger_id"]) for f in audit(spark, rows, objects=False))
-    assert old == [("orphan_ledger", 150), ("orphan_ledger", 1150)]
+    assert old == [("missing_ledger", 200), ("orphan_ledger", 150), ("orphan_ledger", 1150)]
 
 
 def test_corrupt_bucket_snapshot_and_cursor_entry(spark: Any) -> None:

@@ -475,7 +475,8 @@ def without_compaction_in_flight(
     is the one in that ledger's last entry (``positions``, read from the bookies): a compacted
     ledger at or above it is the live one or a compaction in flight and is not reported; older ones
     are stale (the broker replaces compacted ledgers oldest first). When that entry could not be
-    read, the znode's reference stands in: everything newer than it is not reported.
+    read, the znode's reference stands in: everything newer than it is not reported. A
+    ``missing_ledger`` for the znode's reference is dropped when the live reference replaced it.
     """
     pending = cursors.filter(
         (F.col("cursor") == "__compaction") & (F.col("cursors_ledger_id") >= 0) & F.col("error").isNull()
@@ -489,12 +490,11 @@ def without_compaction_in_flight(
             (F.col("cursor") == "__compaction") & F.col("error").isNull() & F.col("entry_id").isNotNull()
         ).select(
             F.col("managed_ledger").alias("_p_ml"),
-            F.col("cursors_ledger_id").alias("_p_lid"),
             F.col("compacted_ledger_id").alias("_p_ref"),
         )
-        pending = pending.join(
-            live, (F.col("_c_ml") == F.col("_p_ml")) & (F.col("_c_lid") == F.col("_p_lid")), "left"
-        ).select(
+        # the entry may come from a newer cursor ledger than the scanned znode named (it rolled over
+        # meanwhile and the reader followed it): newer is still the live reference
+        pending = pending.join(live, F.col("_c_ml") == F.col("_p_ml"), "left").select(
             "_c_ml",
             # the live reference: the newer of the cursor ledger's and the znode's (ids only grow)
             F.when(
@@ -507,14 +507,13 @@ def without_compaction_in_flight(
         pending = pending.select("_c_ml", F.lit(None).cast("bigint").alias("_live"), "_c_ref")
     f = findings.alias("f")
     lid = F.col("f.ledger_id")
-    hidden = (
-        (F.col("f.kind") == "orphan_ledger")
-        & (F.col("f.component") == "compacted-ledger")
-        & (F.col("f.managed_ledger") == F.col("_c_ml"))
-        & F.when(F.col("_live").isNotNull(), lid >= F.col("_live")).otherwise(
-            F.col("_c_ref").isNull() | (lid > F.col("_c_ref"))
-        )
-    )
+    mine = (F.col("f.component") == "compacted-ledger") & (F.col("f.managed_ledger") == F.col("_c_ml"))
+    orphan = (F.col("f.kind") == "orphan_ledger") & F.when(
+        F.col("_live").isNotNull(), lid >= F.col("_live")
+    ).otherwise(F.col("_c_ref").isNull() | (lid > F.col("_c_ref")))
+    # the znode still names a compacted ledger the live reference replaced (and the broker deleted)
+    replaced = (F.col("f.kind") == "missing_ledger") & F.col("_live").isNotNull() & (lid < F.col("_live"))
+    hidden = mine & (orphan | replaced)
     return f.join(F.broadcast(pending), hidden, "left_anti")
 
 

@@ -633,12 +633,31 @@ def scan_cursor_positions(
 
     ``items`` carry ``managed_ledger, tenant, namespace, cursor, path, cursors_ledger_id``.
     """
-    from ledgerlens.formats.managed_ledger import COMPACTED_LEDGER_PROPERTY, decode_position_info
+    from ledgerlens.formats.managed_ledger import (
+        COMPACTED_LEDGER_PROPERTY,
+        decode_cursor,
+        decode_position_info,
+    )
 
     items = list(items)
     handles = _ledger_handles(reader, ledgers_root, (int(i["cursors_ledger_id"]) for i in items))
+    # a cursor ledger rolls over (the old one is deleted) as the cursor moves: follow the cursor
+    # znode once to its current ledger
+    gone = [i for i in items if not isinstance(handles.get(int(i["cursors_ledger_id"])), LedgerHandle)]
+    moved: dict[str, int] = {}
+    for r in reader.get([i["path"] for i in gone if i.get("path")]):
+        try:
+            now = decode_cursor(r.data or b"", path=r.path).cursors_ledger_id if r.error is None else -1
+        except DecodeError:
+            continue
+        if now >= 0:
+            moved[r.path] = now
+    if moved:
+        handles.update(_ledger_handles(reader, ledgers_root, moved.values()))
     for item in items:
         lid = int(item["cursors_ledger_id"])
+        if not isinstance(handles.get(lid), LedgerHandle) and item.get("path") in moved:
+            lid = moved[item["path"]]
         row: dict[str, Any] = {
             **{k: item.get(k) for k in ("managed_ledger", "tenant", "namespace", "cursor", "path")},
             "cursors_ledger_id": lid,
