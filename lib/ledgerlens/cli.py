@@ -393,7 +393,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     try:
         from ledgerlens.config import BookieSource
 
-        bookie = BookieSource() if args.read_bookies else None
+        reads: dict[str, Any] = {"bookie": BookieSource()} if getattr(args, "read_bookies", False) else {}
         run = pipeline.run(
             spark,
             zk,
@@ -405,7 +405,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             stores=stores,
             cluster_name=args.cluster_name,
             deep_offload_check=args.deep_offload_check,
-            bookie=bookie,
+            **reads,
         )
     finally:
         if owned:

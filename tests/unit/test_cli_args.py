@@ -380,3 +380,11 @@ def test_sandbox_state_fills_the_inputs(tmp_path, monkeypatch) -> None:  # type:
     import os
 
     assert os.environ["AWS_SECRET_ACCESS_KEY"] == cli.SANDBOX_AWS_DUMMY
+
+
+def test_read_bookies_flag() -> None:
+    from ledgerlens.cli import build_parser
+
+    args = build_parser().parse_args(["audit", "--zookeeper", "zk:2181", "--out", "o", "--read-bookies"])
+    assert args.read_bookies
+    assert not build_parser().parse_args(["audit", "--zookeeper", "zk:2181", "--out", "o"]).read_bookies
