@@ -382,6 +382,7 @@ def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> Any:
         progress: bool = True,
         context: Any = None,
         stores: Any = None,
+        **_: Any,
     ) -> Any:
         state.calls.append((spark, zk, s3, audit))
         state.contexts.append(context)
