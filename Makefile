@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_DIR ?= demo-out
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps demo demo-local test test-all lint typecheck proto bench clean sandbox-down
+.PHONY: setup system-deps demo demo-local lab test test-all lint typecheck proto bench clean sandbox-down
 
 setup: system-deps $(STAMP)
 
@@ -18,42 +18,50 @@ system-deps:
 	@command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { \
 	  echo "installing Java 17 and Maven from Debian"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null; }
+	@# Debian's chromium drives the browser tests (Playwright's Python package, never 'playwright install')
+	@test -x /usr/bin/chromium || { \
+	  echo "installing chromium from Debian (browser tests)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip==26.3
-	$(PY) -m pip install -q -e '.[dev]'
+	# the SPDX license string keeps setuptools quiet; its editable-install notice is noise too
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 # A real Pulsar 4.0.8 standalone (ZooKeeper metadata, offload to a local S3 server), seeded with
 # real traffic and real failure paths, audited by the runbook headless; the report is the product.
+# Quiet: progress while it works, then the report's path and one summary line (LEDGERLENS_VERBOSE=1:
+# everything the libraries say).
 demo: setup
 	@rm -rf $(DEMO_DIR)/audit
-	$(LL) sandbox up --workdir $(DEMO_DIR)/sandbox
-	$(LL) sandbox seed --workdir $(DEMO_DIR)/sandbox > $(DEMO_DIR)/sandbox-seed.json \
+	@echo "starting a Pulsar sandbox in $(DEMO_DIR)/sandbox (about a minute), seeding and planting failures"
+	@$(LL) sandbox up --workdir $(DEMO_DIR)/sandbox > $(DEMO_DIR)/sandbox-up.json
+	@$(LL) sandbox seed --workdir $(DEMO_DIR)/sandbox > $(DEMO_DIR)/sandbox-seed.json \
 	  && $(LL) sandbox plant --workdir $(DEMO_DIR)/sandbox > $(DEMO_DIR)/sandbox-plant.json \
-	  && $(LL) report --sandbox $(DEMO_DIR)/sandbox --out $(DEMO_DIR)/audit \
-	       --min-orphan-age 30s --retention-grace 30s \
-	  || { $(LL) sandbox down --workdir $(DEMO_DIR)/sandbox; exit 1; }
-	$(LL) sandbox down --workdir $(DEMO_DIR)/sandbox > /dev/null
-	@echo
-	@echo "Report:       $(DEMO_DIR)/audit/report.html   (self-contained; open it in a browser, offline)"
-	@echo "Notebook:     $(DEMO_DIR)/audit/audit_ledgers.ipynb"
-	@echo "Findings:     $(DEMO_DIR)/audit/findings.parquet, summary: $(DEMO_DIR)/audit/summary.json"
+	  && $(LL) report --sandbox $(DEMO_DIR)/sandbox --out $(DEMO_DIR)/audit > $(DEMO_DIR)/audit.log \
+	  || { cat $(DEMO_DIR)/audit.log 2>/dev/null; $(LL) sandbox down --workdir $(DEMO_DIR)/sandbox > /dev/null; exit 1; }
+	@$(LL) sandbox down --workdir $(DEMO_DIR)/sandbox > /dev/null
+	@echo "Notebook:     $(DEMO_DIR)/audit/audit_ledgers.ipynb; findings: $(DEMO_DIR)/audit/findings.parquet"
 	@echo "Ground truth: $(DEMO_DIR)/sandbox/ground_truth.json (what the sandbox planted)"
-	@echo "Interactive:  $(LL) sandbox up --workdir $(DEMO_DIR)/sandbox && $(VENV)/bin/jupyter lab notebooks/audit_ledgers.ipynb"
+	@echo "Interactive:  $(LL) sandbox up --workdir $(DEMO_DIR)/sandbox && make lab SANDBOX=$(DEMO_DIR)/sandbox"
+	@tail -n 1 $(DEMO_DIR)/audit.log
 
-# The same runbook against a generated cluster (real wire formats) on a local ZooKeeper and S3 server.
+# The same runbook against a generated cluster (real wire formats) on a local ZooKeeper and S3 server;
+# the sandbox fills the audit's inputs, its clock included (ledgerlens report --sandbox).
 demo-local: setup
 	@rm -rf $(DEMO_DIR)/audit-local
-	$(LL) sandbox-local up --workdir $(DEMO_DIR)/local
-	$(LL) sandbox-local seed --workdir $(DEMO_DIR)/local > /dev/null \
+	@$(LL) sandbox-local up --workdir $(DEMO_DIR)/local > /dev/null
+	@$(LL) sandbox-local seed --workdir $(DEMO_DIR)/local > /dev/null \
 	  && $(LL) report --sandbox $(DEMO_DIR)/local --out $(DEMO_DIR)/audit-local \
-	       --as-of "$$($(PY) -c 'import json,sys; print(json.load(open(sys.argv[1]))["now_ms"])' $(DEMO_DIR)/local/ground_truth.json)" \
-	  || { $(LL) sandbox-local down --workdir $(DEMO_DIR)/local; exit 1; }
-	$(LL) sandbox-local down --workdir $(DEMO_DIR)/local > /dev/null
-	@echo "Report: $(DEMO_DIR)/audit-local/report.html"
+	  || { $(LL) sandbox-local down --workdir $(DEMO_DIR)/local > /dev/null; exit 1; }
+	@$(LL) sandbox-local down --workdir $(DEMO_DIR)/local > /dev/null
+
+# JupyterLab on scratch copies of the runbooks ($(DEMO_DIR)/lab); SANDBOX=DIR fills their sandbox parameter.
+lab: setup
+	$(LL) lab --workdir $(DEMO_DIR)/lab $(if $(SANDBOX),--sandbox $(SANDBOX))
 
 lint: setup
 	$(VENV)/bin/ruff check lib widgets tests bench proto

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     import boto3
     from botocore.config import Config
 
-    from ledgerlens.figures import human_bytes
+    from ledgerlens.report.text import human_bytes
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")

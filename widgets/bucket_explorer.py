@@ -23,7 +23,7 @@ from ledgerlens.buckets.analysis import (
     subscriptions,
 )
 from ledgerlens.buckets.figures import buckets_figure, deliverable_figure, schedule_figure
-from ledgerlens.figures import human_bytes
+from ledgerlens.report.text import human_bytes
 
 
 def _label(ml: str, cursor: str) -> str:

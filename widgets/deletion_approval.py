@@ -18,7 +18,7 @@ import ipywidgets as w
 
 from ledgerlens.deletion.approval import ApprovalRefused, approve
 from ledgerlens.errors import LedgerLensError
-from ledgerlens.figures import human_bytes
+from ledgerlens.report.text import human_bytes
 
 _DAY = 86400
 

@@ -13,9 +13,9 @@ import ipywidgets as w
 import pandas as pd
 import plotly.graph_objects as go
 
-from ledgerlens.figures import human_bytes
 from ledgerlens.offload.figures import ledger_timeline
 from ledgerlens.report import live_kernel
+from ledgerlens.report.text import human_bytes
 
 _ALL = "(all)"
 

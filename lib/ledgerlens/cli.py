@@ -2,6 +2,7 @@
 
 ``ledgerlens audit``          run the audit pipeline, print a summary, exit by severity (``--fail-on``)
 ``ledgerlens report``         run the audit runbook headless (papermill) and convert it to HTML
+``ledgerlens lab``            JupyterLab on a scratch copy of the runbooks
 ``ledgerlens sandbox``        a real Pulsar standalone sandbox: up, seed, plant, status, down
 ``ledgerlens sandbox-local``  start/seed/inspect/stop a local ZooKeeper + S3 sandbox
 ``ledgerlens plan``           findings -> a hash-bound deletion plan (deletes nothing)
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ledgerlens import inputs
 from ledgerlens.errors import ConfigError, LedgerLensError
 from ledgerlens.redact import redact_exception
 
@@ -113,7 +115,7 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
         metavar="DIR",
         default=None,
         help="audit a sandbox started with 'ledgerlens sandbox up' or 'sandbox-local up': its "
-        "ZooKeeper, S3 endpoint and bucket come from DIR/state.json",
+        "ZooKeeper, S3 endpoint, bucket, clock and thresholds fill every input not given",
     )
     g.add_argument(
         "--s3-endpoint",
@@ -148,16 +150,20 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
         "--min-orphan-age",
         metavar="DURATION",
         default=None,
-        help="orphan candidates must be at least this old (90s, 15m, 24h, 7d; default 24h)",
+        help="orphan candidates must be at least this old (90s, 15m, 24h, 7d; default 24h, or the sandbox's)",
     )
     g.add_argument(
         "--retention-grace",
         metavar="DURATION",
         default=None,
-        help="consumed ledgers count as retention overdue this long after they could be trimmed (6h)",
+        help="consumed ledgers count as retention overdue this long after they could be trimmed "
+        "(default 6h, or the sandbox's)",
     )
     g.add_argument(
-        "--as-of", metavar="TIME", default="", help="'now' of the audit: ISO-8601 or epoch ms (default: now)"
+        "--as-of",
+        metavar="TIME",
+        default="",
+        help="'now' of the audit: ISO-8601 or epoch ms (default: now, or a generated sandbox's clock)",
     )
     g.add_argument("--spark-master", metavar="URL", default=None, help="Spark master (default local[*])")
     g.add_argument(
@@ -165,6 +171,29 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
         metavar="PATH",
         default=None,
         help="BookKeeper ledgers root in ZooKeeper (default /ledgers)",
+    )
+
+
+def _add_run_options(p: argparse.ArgumentParser, *, fail_on: bool = False) -> None:
+    if fail_on:
+        p.add_argument(
+            "--fail-on",
+            choices=sorted(FAIL_ON),
+            default=None,
+            help="exit 3 when a finding of this severity (or worse) exists (default: the context's)",
+        )
+    p.add_argument(
+        "--metrics-textfile",
+        metavar="PATH",
+        default=None,
+        help="also write findings, bytes, counts scanned, duration and the last success time in "
+        "Prometheus text format (node_exporter's textfile collector), atomically; a failed run "
+        "keeps the previous last success time",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show library output too (Spark/JVM logging, warnings); default: progress and results only",
     )
 
 
@@ -184,19 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument(
         "--out", required=True, metavar="DIR", help="output directory (findings, summary.json)"
     )
-    audit.add_argument(
-        "--fail-on",
-        choices=sorted(FAIL_ON),
-        default=None,
-        help="exit 3 when a finding of this severity (or worse) exists (default: the context's)",
-    )
-    audit.add_argument("--no-progress", action="store_true", help="no progress bars")
+    audit.add_argument("--no-progress", action="store_true", help="no progress display")
     audit.add_argument(
         "--read-bookies",
         action="store_true",
         help="also read entries from the bookies (read-only, never fences): PIP-195 bucket snapshots "
         "and cursor-ledger positions, so compacted ledgers are judged on the live reference",
     )
+    _add_run_options(audit, fail_on=True)
 
     report = sub.add_parser(
         "report",
@@ -219,6 +243,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--kernel", metavar="NAME", default=None, help="Jupyter kernel (default: the notebook's, python3)"
     )
     report.add_argument("--show-code", action="store_true", help="keep code cells in the HTML report")
+    report.add_argument("--no-progress", action="store_true", help="no progress display")
+    _add_run_options(report, fail_on=True)
+
+    lab = sub.add_parser(
+        "lab",
+        help="JupyterLab on a scratch copy of the runbooks (autosave never touches the committed ones)",
+        description="Copy notebooks/*.ipynb into --workdir (kept between runs unless --fresh) and start "
+        "JupyterLab there; with --sandbox DIR the copies' sandbox parameter is filled in, so Run All "
+        "audits it as 'ledgerlens report --sandbox DIR' does. Works as root (--allow-root).",
+    )
+    lab.add_argument("--workdir", default="lab", metavar="DIR", help="scratch directory (default ./lab)")
+    lab.add_argument("--sandbox", default=None, metavar="DIR", help="sandbox to fill into the runbooks")
+    lab.add_argument("--port", type=int, default=8888, help="port on 127.0.0.1 (default 8888)")
+    lab.add_argument("--token", default=None, help="server token (default: JupyterLab generates one)")
+    lab.add_argument(
+        "--fresh", action="store_true", help="replace existing copies with the committed runbooks"
+    )
+    lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
 
     pulsar = sub.add_parser(
         "sandbox",
@@ -356,7 +398,7 @@ def exit_code(summary: dict[str, Any], fail_on: str | None) -> int:
 
 def format_summary(summary: dict[str, Any], out_dir: Path, findings_path: Path | None = None) -> str:
     """A compact, human summary of an audit run."""
-    from ledgerlens.figures import SEVERITY_ORDER, human_bytes
+    from ledgerlens.report.text import SEVERITY_ORDER, human_bytes
 
     sev = summary.get("counts_by_severity") or {}
     kinds = summary.get("counts_by_kind") or {}
@@ -386,6 +428,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     zk, s3, audit = settings.audit_inputs(args.as_of)
     stores = settings.stores()
     from ledgerlens import pipeline
+    from ledgerlens.console import summary_line
 
     out = Path(args.out)
     master, conf = settings["spark.master"], settings["spark.conf"]
@@ -410,17 +453,54 @@ def cmd_audit(args: argparse.Namespace) -> int:
     finally:
         if owned:
             spark.stop()
+    _write_metrics(args, run.summary, settings)
     if settings.context:
         print(f"context: {settings.context}")
     print(format_summary(run.summary, Path(run.out_dir), Path(run.findings_path)))
+    worst = _worst(run.summary, Path(run.findings_path))
+    print(summary_line(run.summary, worst=worst, findings=run.findings_path))
     return exit_code(run.summary, settings["audit.fail-on"] or None)
+
+
+def _worst(summary: dict[str, Any], findings: Path) -> str:
+    """The worst finding of a run, in words ('' without findings or without the file)."""
+    if not summary.get("total_findings") or not findings.exists():
+        return ""
+    import pandas as pd
+
+    from ledgerlens.console import worst_finding
+
+    return worst_finding(pd.read_parquet(findings))
+
+
+def _cluster_label(args: argparse.Namespace, settings: Any = None) -> str:
+    from ledgerlens.redact import redact
+
+    if settings is not None and (settings["pulsar.cluster-name"] or settings["metadata.zookeeper"]):
+        return str(settings["pulsar.cluster-name"] or redact(settings["metadata.zookeeper"]))
+    return getattr(args, "cluster_name", None) or redact(getattr(args, "zookeeper", None) or "")
+
+
+def _write_metrics(args: argparse.Namespace, summary: dict[str, Any] | None, settings: Any = None) -> None:
+    """``--metrics-textfile``: the run's metrics, or (``summary=None``) a failed run."""
+    path = getattr(args, "metrics_textfile", None)
+    if not path:
+        return
+    from ledgerlens.report import metrics
+
+    label = _cluster_label(args, settings)
+    if summary is None:
+        metrics.write_failure(path, cluster=label)
+    else:
+        metrics.write_textfile(path, summary, cluster=label)
 
 
 def notebook_parameters(args: argparse.Namespace) -> dict[str, Any]:
     """Parameters of the audit runbook from the ``report`` arguments (no credentials, ever).
 
-    The runbook resolves its inputs the same way (``context`` < environment < parameters): it gets
-    the context's name and only the flags given here; empty parameters mean "not given".
+    The runbook resolves its inputs the same way (``sandbox`` fills what is empty, then
+    ``context`` < environment < parameters): it gets the context's name, the sandbox and only the
+    flags given here; empty parameters mean "not given".
     """
     settings = _settings(args)
     settings.audit_inputs(args.as_of)  # validate early, with the same messages as ``audit``
@@ -436,6 +516,7 @@ def notebook_parameters(args: argparse.Namespace) -> dict[str, Any]:
     return {
         **{k: v for k, v in stores.items() if v},
         "context": settings.context or "",
+        "sandbox": args.sandbox or "",
         "zookeeper": args.zookeeper or "",
         "s3_endpoint": args.s3_endpoint or "",
         "bucket": args.bucket or "",
@@ -455,19 +536,47 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ledgerlens import report
 
     params = notebook_parameters(args)
-    _local_python(_settings(args)["spark.master"])  # inherited by the notebook's kernel
+    settings = _settings(args)
+    _local_python(settings["spark.master"])  # inherited by the notebook's kernel
     notebook = Path(args.notebook) if args.notebook else DEFAULT_NOTEBOOK
     if not notebook.is_file():
         raise ConfigError(f"runbook {notebook} not found: pass --notebook PATH")
+    from ledgerlens.console import summary_line
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    executed = report.execute_runbook(notebook, out / notebook.name, params, kernel_name=args.kernel)
-    html = report.to_html(
-        executed, Path(args.html) if args.html else out / "report.html", exclude_input=not args.show_code
+    executed = report.execute_runbook(
+        notebook, out / notebook.name, params, kernel_name=args.kernel, progress=not args.no_progress
     )
+    summary = report.read_recorded(executed, "summary")
+    try:
+        context = report.read_recorded(executed, "context")
+    except report.ReportError:  # a runbook of its own that records no context
+        context = {}
+    title = report.report_title(context) if context else ""
+    html = report.to_html(
+        executed,
+        Path(args.html) if args.html else out / "report.html",
+        exclude_input=not args.show_code,
+        title=title,
+    )
+    _write_metrics(args, summary, settings)
     print(f"notebook: {executed}")
     print(f"report:   {html}")
-    return EXIT_OK
+    print(summary_line(summary, worst=_worst(summary, out / "findings.parquet"), report=html))
+    return exit_code(summary, settings["audit.fail-on"] or None)
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    """Prepare the scratch copies and replace this process with JupyterLab."""
+    import subprocess
+
+    from ledgerlens import lab
+
+    work = lab.prepare(args.workdir, sandbox=args.sandbox or "", fresh=args.fresh)
+    argv = lab.command(work, port=args.port, token=args.token, open_browser=not args.no_browser)
+    print(f"JupyterLab on the runbooks copied to {work} (Ctrl-C stops it)", file=sys.stderr)
+    return subprocess.call(argv, env=lab.environment())
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
@@ -580,32 +689,31 @@ def cmd_kafka_audit(args: argparse.Namespace) -> int:
     return exit_code(run.summary, args.fail_on)
 
 
-SANDBOX_AWS_DUMMY = "ledgerlens-sandbox-dummy-credential"
+SANDBOX_AWS_DUMMY = inputs.SANDBOX_AWS_DUMMY
 
 
 def apply_sandbox(args: argparse.Namespace) -> None:
-    """Fill ``--zookeeper``, ``--s3-endpoint`` and ``--bucket`` from a sandbox's ``state.json``.
+    """Fill the inputs left empty from ``--sandbox DIR`` (``ledgerlens.inputs.sandbox_flags``):
+    addresses, the cluster's clock and thresholds, and dummy S3 credentials, exactly as the
+    runbooks' ``sandbox`` parameter does. The context resolver then takes them as flags."""
+    if hasattr(args, "zookeeper") and getattr(args, "sandbox", None):
+        for key, value in inputs.sandbox_flags(vars(args), args.sandbox).items():
+            if hasattr(args, key):
+                setattr(args, key, value)
+        args.sandbox = inputs.sandbox_settings(args.sandbox).workdir
 
-    The sandbox's S3 server is a local moto server that accepts any credentials: dummy ones are
-    set in this process's environment when none are configured.
-    """
-    if getattr(args, "sandbox", None):
-        state_file = Path(args.sandbox) / "state.json"
-        try:
-            state = json.loads(state_file.read_text())
-        except (OSError, ValueError) as e:
-            raise ConfigError(f"sandbox {args.sandbox}: cannot read {state_file} ({e}); is it up?") from e
-        args.zookeeper = args.zookeeper or state.get("zookeeper_hosts") or state.get("zk_hosts")
-        args.s3_endpoint = args.s3_endpoint or state.get("s3_endpoint", "")
-        args.bucket = args.bucket or state.get("bucket", "")
-        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            os.environ.setdefault(k, SANDBOX_AWS_DUMMY)
-        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+def _write_metrics_failure(args: argparse.Namespace) -> None:
+    try:
+        _write_metrics(args, None)
+    except OSError as e:  # the run's own error is the one to report
+        print(f"ledgerlens {args.command}: cannot write --metrics-textfile: {e}", file=sys.stderr)
 
 
 COMMANDS = {
     "audit": cmd_audit,
     "report": cmd_report,
+    "lab": cmd_lab,
     "sandbox": cmd_pulsar_sandbox,
     "sandbox-local": cmd_sandbox,
     "contexts": cmd_contexts,
@@ -620,12 +728,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
         return int(e.code) if isinstance(e.code, int) else EXIT_ERROR
+    from ledgerlens import console
+
+    if getattr(args, "verbose", False):
+        console.set_verbose(True)  # inherited by the Spark JVM and notebook kernels
+    console.quiet()
     try:
         apply_sandbox(args)
         from ledgerlens.deletion.commands import COMMANDS as DELETION_COMMANDS
 
         return {**COMMANDS, **DELETION_COMMANDS}[args.command](args)
     except LedgerLensError as e:
+        _write_metrics_failure(args)
         print(f"ledgerlens {args.command}: error: {redact_exception(e)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

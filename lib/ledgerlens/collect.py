@@ -26,6 +26,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from ledgerlens import schemas
 from ledgerlens.config import BookieSource, S3Source, ZooKeeperSource
+from ledgerlens.console import Progress, stage_bar
 from ledgerlens.sources.base import STAGE_TABLES, STAGES, InventorySource
 
 __all__ = ["Inventory", "collect_inventory", "default_sources", "load_inventory", "table_path"]
@@ -353,7 +354,7 @@ def collect_inventory(
     s3: S3Source | None,
     out_dir: str,
     *,
-    progress: bool = True,
+    progress: bool | Progress = True,
     verify_offload: bool = True,
     deep_offload_check: bool = False,
     bookie: BookieSource | None = None,
@@ -372,8 +373,8 @@ def collect_inventory(
         The offload bucket, added as a source when given (no S3 scan when None and no source lists it).
     out_dir : str
         Directory (local or Hadoop URI) receiving one Parquet directory per table.
-    progress : bool
-        Show a tqdm bar over the stages.
+    progress : bool or Progress
+        Show a tqdm bar over the stages, or advance this run-wide ``Progress``.
     verify_offload, deep_offload_check : bool
         After the bucket listing: read each index object and each data object's first block
         header into the ``offload_segments`` table (``ledgerlens.offload.verify``);
@@ -390,7 +391,6 @@ def collect_inventory(
     ConfigError
         No source, or several sources, provide the BookKeeper ledgers.
     """
-    from tqdm.auto import tqdm
 
     from ledgerlens.errors import ConfigError
     from ledgerlens.sources.s3 import S3Listing
@@ -411,7 +411,7 @@ def collect_inventory(
     counters = spark.sparkContext.accumulator({}, _Counters())
     listing = next((x for x in srcs if isinstance(x, S3Listing)), None)
     verify = verify_offload and listing is not None and "offload_objects" in stages
-    bar = tqdm(total=len(stages) + int(verify), disable=not progress, unit="stage")
+    bar = stage_bar(progress, len(stages) + int(verify))
     try:
         for stage in stages:
             bar.set_description(f"collect {stage}")

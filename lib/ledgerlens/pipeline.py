@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledgerlens import schemas
 from ledgerlens.config import AuditConfig, BookieSource, S3Source, ZooKeeperSource
+from ledgerlens.console import Progress, as_progress
 from ledgerlens.redact import redact_obj
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def run(
     audit: AuditConfig,
     out_dir: str | Path,
     *,
-    progress: bool = True,
+    progress: bool | Progress = True,
     context: dict[str, Any] | None = None,
     stores: Stores | None = None,
     cluster_name: str | None = None,
@@ -167,6 +168,7 @@ def run(
 ) -> AuditRun:
     """Collect, audit, re-verify and write ``findings.parquet`` and ``summary.json`` under ``out_dir``.
 
+    ``progress``: one display across the four phases (``ledgerlens.console.Progress``), or a flag.
     ``context`` (``ledgerlens.contexts.Settings.public()``: the context's name and the resolved
     settings, secrets redacted) is recorded in the summary as ``context``. ``stores`` names the
     BookKeeper and Pulsar metadata stores (``ledgerlens.sources.stores``); without it ``zk`` is one
@@ -191,22 +193,27 @@ def run(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
+    bar = as_progress(progress)
+    t_run = time.monotonic()
 
     t0 = time.monotonic()
     cluster, clusters = audited_cluster(stores, cluster_name)
+    bar.begin("collect", steps=5 if s3 is not None else 4)
     inventory = collect_inventory(
         spark,
         stores.sources(),
         s3,
         str(out / "inventory"),
-        progress=progress,
+        progress=bar,
         deep_offload_check=deep_offload_check,
         bookie=bookie,
     )
+    bar.end(f"{sum(v for k, v in inventory.counts.items() if k in schemas.INVENTORY):,} rows scanned")
     timings.update({f"collect.{k}": v for k, v in inventory.timings.items()})
     timings["collect"] = time.monotonic() - t0
 
     t1 = time.monotonic()
+    bar.begin("audit", label="rules")
     tables = load_inventory(spark, str(out / "inventory"))
     findings = run_audit(
         tables, audit, offload_bucket=s3.bucket if s3 else None, cluster_name=cluster
@@ -221,8 +228,10 @@ def run(
     ).drop("_lid")
     candidates = [r.asDict() for r in joined.collect()]
     timings["audit"] = time.monotonic() - t1
+    bar.end(f"{len(candidates):,} candidates to re-verify")
 
     t2 = time.monotonic()
+    bar.begin("re-verify", label=f"{len(candidates):,} candidates")
     live = stores.live_zookeeper()
     if live is None:
         raise ConfigError("re-verification needs live stores")  # the snapshot source lands later
@@ -238,12 +247,15 @@ def run(
     kept = spark.createDataFrame(kept_rows, schemas.FINDINGS)
     final = order_findings(rest.unionByName(kept))
     timings["reverify"] = time.monotonic() - t2
+    bar.end(f"{len(kept_rows):,} confirmed, {sum(verdicts.dropped.values()):,} dropped")
 
     t3 = time.monotonic()
+    bar.begin("write", label="findings.parquet")
     findings_path = out / "findings.parquet"
     redacted_evidence(final).coalesce(1).write.mode("overwrite").parquet(str(findings_path))
     final_written = spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
     timings["write"] = time.monotonic() - t3
+    timings["total"] = time.monotonic() - t_run
     findings.unpersist()
 
     summary = {
@@ -273,4 +285,7 @@ def run(
         summary["context"] = context
     summary = redact_obj(summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    bar.end(f"{summary['total_findings']:,} findings")
+    if not isinstance(progress, Progress):
+        bar.close()
     return AuditRun(out, findings_path, summary, dict(inventory.tables))

@@ -6,10 +6,15 @@ Library calls take a ``SparkSession``; they never create one behind the caller's
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import threading
 from collections.abc import Mapping
+from typing import IO
 
 from pyspark.sql import SparkSession
+
+from ledgerlens.console import log4j2_quiet_config, verbose
 
 
 def configure(
@@ -36,6 +41,11 @@ def configure(
     b = b.config("spark.sql.session.timeZone", "UTC")
     b = b.config("spark.sql.parquet.compression.codec", "zstd")
     b = b.config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    if not verbose():  # Spark and JVM logging: errors only, unless --verbose / LEDGERLENS_VERBOSE=1
+        quiet_jvm = f"-Dlog4j2.configurationFile={log4j2_quiet_config().as_uri()}"
+        b = b.config("spark.driver.extraJavaOptions", quiet_jvm)
+        if local:
+            b = b.config("spark.executor.extraJavaOptions", quiet_jvm)
     if local:
         b = b.config("spark.ui.enabled", "false")
         b = b.config("spark.ui.showConsoleProgress", "false")  # stage bars flood logs and notebooks
@@ -48,6 +58,44 @@ def configure(
     return b
 
 
+_JVM_NOISE = (
+    "WARNING: Using incubator modules",  # the JVM itself, for Spark's --add-modules
+    "Setting default log level to",  # Spark's shell banner, printed whatever log4j says
+    "To adjust logging level use sc.setLogLevel",
+)
+
+
+def _relay_stderr(stream: IO[bytes]) -> None:
+    """Copy the JVM's stderr to ours, without the start-up banners (errors still come through)."""
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", errors="replace")
+        if not line.startswith(_JVM_NOISE):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def _quiet_gateway(builder: SparkSession.Builder) -> None:
+    """Start the JVM with its stderr filtered (``_relay_stderr``), unless a context already runs."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._active_spark_context is not None or SparkContext._gateway is not None:
+        return
+    conf = SparkConf()
+    for k, v in builder._options.items():  # type: ignore[attr-defined]
+        conf.set(k, str(v))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    threading.Thread(target=_relay_stderr, args=(gateway.proc.stderr,), daemon=True).start()
+    SparkContext(conf=conf, gateway=gateway)
+
+
 def get_session(master: str | None = None, **kwargs: object) -> SparkSession:
-    """A configured session (for the CLI and notebooks; tests use their own fixture)."""
-    return configure(SparkSession.builder, master=master, **kwargs).getOrCreate()  # type: ignore[arg-type]
+    """A configured session (for the CLI and notebooks; tests use their own fixture).
+
+    Unless verbose (``--verbose``, ``LEDGERLENS_VERBOSE=1``), the JVM logs errors only and its
+    start-up banners are dropped.
+    """
+    builder = configure(SparkSession.builder, master=master, **kwargs)  # type: ignore[arg-type]
+    if not verbose():
+        _quiet_gateway(builder)
+    return builder.getOrCreate()

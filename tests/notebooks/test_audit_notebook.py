@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNBOOK = ROOT / "notebooks" / "audit_ledgers.ipynb"
 NOW_MS = 1_795_000_000_000  # fixed 'now', so both runs see the same cluster age
 PARAMETERS = (
-    "zookeeper", "s3_endpoint", "bucket", "out_dir", "min_orphan_age", "as_of", "spark_master",
-    "ledgers_root", "interactive",
+    "context", "sandbox", "zookeeper", "s3_endpoint", "bucket", "out_dir", "min_orphan_age", "as_of",
+    "spark_master", "ledgers_root", "cluster_name", "interactive",
 )  # fmt: skip
 
 
@@ -56,8 +56,9 @@ def test_runbook_parameters_are_documented() -> None:
     for name in PARAMETERS:
         assert name in params, name
         assert params[name]["help"], f"{name} has no help comment"
-    assert params["zookeeper"]["default"] == '""'  # empty: from the context (ledgerlens.contexts)
+    assert params["zookeeper"]["default"] == '""'  # empty: the sandbox's, else from the context
     assert params["context"]["default"] == '""' and params["context"]["help"]
+    assert params["sandbox"]["default"] == '""'
     assert params["interactive"]["inferred_type_name"] == "bool"
     # never a credential as a parameter
     assert not [p for p in params if any(w in p.lower() for w in ("secret", "token", "password", "key"))]
@@ -282,10 +283,12 @@ def test_runbook_report_matches_cli_audit(planted_cluster: dict[str, str], tmp_p
     assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.get("outputs", []))
 
     html = html_path.read_text(encoding="utf-8")
-    assert html.count('class="plotly-graph-div"') == 3
+    assert html.count('class="plotly-graph-div"') == 4
     assert "Plotly.newPlot" in html and "plotly.js v" in html
     for kind in cli_summary["counts_by_kind"]:
         assert f'"{kind}"' in html, kind  # figure data (and the static table) inline
     assert report.external_scripts(html) == []
-    assert 'class="ledgerlens-findings"' in html  # static table, interactive=False under papermill
+    assert html.count('class="ll-finding ') == cli_summary["total_findings"]  # every finding, explained
+    assert "edit the parameters" not in html and "Run All" not in html  # no runbook instructions
+    assert "<title>Pulsar storage audit: " in html
     assert len(html) < 12 * 1024 * 1024

@@ -54,7 +54,22 @@ class FakePipeline:
         self.options.append({"cluster_name": cluster_name, "deep_offload_check": deep_offload_check})
         if self.error:
             raise self.error
+        _write_findings(Path(out_dir), self.summary)
         return FakeRun(Path(out_dir), Path(out_dir) / "findings.parquet", self.summary)
+
+
+def _write_findings(out: Path, summary: dict[str, Any]) -> None:
+    import pandas as pd
+
+    from ledgerlens.schemas import FINDINGS, columns
+
+    rows = [
+        {"kind": k, "severity": "critical" if k == "missing_ledger" else "warning", "ledger_id": 7}
+        for k, n in summary["counts_by_kind"].items()
+        for _ in range(n)
+    ]
+    out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows, columns=columns(FINDINGS)).to_parquet(out / "findings.parquet")
 
 
 class FakeSpark:
@@ -162,6 +177,9 @@ def test_summary_printed(
     assert "8 findings: 2 critical, 5 warning, 1 info" in out
     assert "orphan_ledger" in out and "3.0 MiB" in out
     assert "dropped on re-verification: orphan_ledger 1" in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("ledgerlens: 2 critical, 5 warning, 1 info (8 findings")
+    assert "worst: missing_ledger ledger 7" in last and "findings.parquet" in last
 
 
 @pytest.mark.parametrize(
@@ -250,17 +268,28 @@ def test_report_parameters_and_calls(
     nb.write_text("{}")
 
     def execute(
-        notebook: Path, output: Path, parameters: dict[str, Any], *, kernel_name: str | None = None
+        notebook: Path,
+        output: Path,
+        parameters: dict[str, Any],
+        *,
+        kernel_name: str | None = None,
+        progress: bool = False,
     ) -> Path:
         calls["execute"] = (notebook, output, parameters, kernel_name)
         return output
 
-    def to_html(notebook: Path, html: Path, *, exclude_input: bool = True) -> Path:
+    def to_html(notebook: Path, html: Path, *, exclude_input: bool = True, title: str = "") -> Path:
         calls["html"] = (notebook, html, exclude_input)
+        calls["title"] = title
         return html
 
+    recorded = {
+        "summary": summary(),
+        "context": {"cluster": "pulsar-east", "as_of_ms": 1_700_000_000_000},
+    }
     monkeypatch.setattr(report, "execute_runbook", execute)
     monkeypatch.setattr(report, "to_html", to_html)
+    monkeypatch.setattr(report, "read_recorded", lambda _nb, name="summary": recorded[name])
     out = tmp_path / "rep"
     code = cli.main(
         [
@@ -284,6 +313,7 @@ def test_report_parameters_and_calls(
     assert notebook == nb and output == out / "audit_ledgers.ipynb" and kernel == "python3"
     assert params == {  # only what was given: the runbook resolves the rest like the CLI does
         "context": "",
+        "sandbox": "",
         "zookeeper": "127.0.0.1:2181/c1",
         "s3_endpoint": "",
         "bucket": "b",
@@ -298,7 +328,13 @@ def test_report_parameters_and_calls(
         "interactive": False,
     }
     assert calls["html"] == (out / "audit_ledgers.ipynb", out / "report.html", True)
-    assert "report.html" in capsys.readouterr().out
+    assert calls["title"] == "Pulsar storage audit: pulsar-east, 2023-11-14 22:13 UTC"
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert "report.html" in printed[-2]
+    assert (
+        printed[-1]
+        == f"ledgerlens: healthy, 0 findings (0 critical, 0 warning, 0 info); report: {out / 'report.html'}"
+    )
     json.dumps(params)  # papermill parameters must be JSON-able
 
 

@@ -91,7 +91,7 @@ def test_unfiltered_value_is_everything_in_default_order(df: pd.DataFrame) -> No
     # severity first (critical first), then bytes largest first
     assert ex.value["ledger_id"].tolist() == [14, 13, 11, 12, 15]
     assert "5</b> of 5 findings" in ex.totals.value
-    assert "<table" in ex.table.value and "u1-ledger-13" in ex.table.value
+    assert "<table" in ex.table_text() and "persistent://a/x/t1" in ex.table_text()
 
 
 def test_filters_by_driving_controls(df: pd.DataFrame) -> None:
@@ -121,6 +121,15 @@ def test_min_age_and_search(df: pd.DataFrame) -> None:
     assert ex.value["ledger_id"].tolist() == [12]
     ex.search.value = "u1-ledger"
     assert ex.value["ledger_id"].tolist() == [13]
+    # topic names as people write them, and what the table shows (ledger id, reason)
+    ex.search.value = "persistent://b/y/t2"
+    assert ex.value["ledger_id"].tolist() == [12]
+    ex.search.value = "persistent://a/x/"
+    assert ex.value["ledger_id"].tolist() == [14, 11]
+    ex.search.value = "15"
+    assert 15 in ex.value["ledger_id"].tolist()
+    ex.search.value = "does not exist in bookkeeper"
+    assert ex.value["ledger_id"].tolist() == [14]
 
 
 def test_sort(df: pd.DataFrame) -> None:
@@ -136,7 +145,7 @@ def test_sort(df: pd.DataFrame) -> None:
     ex.ascending.value = False
     assert ex.value["ledger_id"].tolist() == [14, 13, 11, 12, 15]
     # the table follows the sort
-    table = ex.table.value
+    table = ex.table_text()
     assert table.index(">14<") < table.index(">13<") < table.index(">15<")
 
 
@@ -153,7 +162,7 @@ def test_seeded_kind_absent_from_data_selects_nothing(df: pd.DataFrame) -> None:
     ex = FindingsExplorer(df, kinds=["corrupt_metadata"])
     assert ex.kinds.value == ("corrupt_metadata",)
     assert ex.count == 0 and ex.total_bytes == 0
-    assert "no findings" in ex.table.value
+    assert "no findings" in ex.table_text()
 
 
 def test_empty_frame() -> None:
@@ -163,7 +172,7 @@ def test_empty_frame() -> None:
     ex.sort_by.value = "bytes"
     ex.min_bytes.value = 10
     assert ex.value.empty
-    assert "no findings" in ex.table.value
+    assert "no findings" in ex.table_text()
 
 
 def test_rerun_cell_recreates_and_keeps_state(df: pd.DataFrame) -> None:
@@ -179,13 +188,44 @@ def test_rerun_cell_recreates_and_keeps_state(df: pd.DataFrame) -> None:
     assert FindingsExplorer(df).count == 5
 
 
-def test_on_change_callback_and_max_rows(df: pd.DataFrame) -> None:
+def test_on_change_callback_and_pages(df: pd.DataFrame) -> None:
     seen: list[int] = []
-    ex = FindingsExplorer(df, max_rows=2)
+    ex = FindingsExplorer(df, page_size=2)
     ex.on_change(lambda v: seen.append(len(v)))
     ex.severities.value = ("warning",)
     assert seen == [3]
-    assert "showing 2 of 3" in ex.table.value
+    assert "rows 1–2 of 3 (page 1 of 2)" in ex.page_label.value and ex.prev_page.disabled
+    assert len(ex.rows.children) == 2
+    ex.next_page.click()
+    assert "rows 3–3 of 3 (page 2 of 2)" in ex.page_label.value and ex.next_page.disabled
+    assert len(ex.rows.children) == 1 and ">12<" in ex.table_text()
+
+
+def test_selecting_a_row_opens_the_detail_panel(df: pd.DataFrame) -> None:
+    ex = FindingsExplorer(df, where={"zookeeper": "zk9:2181"})
+    assert "Select a finding" in ex.detail.value
+    ex._row_buttons[0].click()  # the first row: the critical missing ledger 14
+    assert ex.selected is not None and ex.selected["ledger_id"] == 14
+    detail = ex.detail.value
+    assert (
+        "does not exist in BookKeeper" in detail and "bookkeeper shell ledgermetadata -ledgerid 14" in detail
+    )
+    assert "docs/audit-rules.md#missing_ledger" in detail and "persistent://a/x/t3" in detail
+    assert ex._row_buttons[0].button_style == "info"
+    ex.select(1)
+    assert ex.selected["ledger_id"] == 13 and "u1-ledger-13" in ex.detail.value
+
+
+def test_column_chooser(df: pd.DataFrame) -> None:
+    ex = FindingsExplorer(df, columns=["severity", "kind"])
+    assert ">kind<" in ex.header.value and ">topic<" not in ex.header.value
+    ex.columns.value = ("severity", "path", "object key")
+    assert ">path<" in ex.header.value and "u1-ledger-13" in ex.table_text()
+    again = FindingsExplorer(df, key="cols", columns=["kind"])
+    again.columns.value = ("kind", "size")
+    assert FindingsExplorer(df, key="cols").columns.value == ("kind", "size")  # survives a re-run
+    with pytest.raises(ValueError, match="columns"):
+        FindingsExplorer(df, columns=["bogus"])
 
 
 def test_bad_sort_column(df: pd.DataFrame) -> None:

@@ -6,7 +6,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ledgerlens.buckets.analysis import BucketView, MergePrediction
-from ledgerlens.figures import TEMPLATE, _empty, human_bytes
+from ledgerlens.report.figures import TEMPLATE, _empty
+from ledgerlens.report.text import human_bytes
 
 MERGE_COLOR = "#e67e22"
 BUCKET_COLOR = "#2c7fb8"

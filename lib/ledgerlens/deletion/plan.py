@@ -585,7 +585,7 @@ def read_plan(path: str | Path) -> dict[str, Any]:
 
 def format_plan(plan: Mapping[str, Any]) -> str:
     """A short human summary of a plan."""
-    from ledgerlens.figures import human_bytes
+    from ledgerlens.report.text import human_bytes
 
     t = plan["totals"]
     lines = [

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from ledgerlens.figures import TEMPLATE, human_bytes
+from ledgerlens.report.figures import TEMPLATE
+from ledgerlens.report.text import human_bytes
 
 __all__ = ["STATE_COLORS", "segment_timeline"]
 

@@ -1,7 +1,7 @@
 """Figures of offload segments: a topic's ledger timeline, the bucket's totals.
 
 Pure functions over the frames of ``ledgerlens.offload.segments`` returning plotly figures in the
-house template (``ledgerlens.figures.TEMPLATE``); an empty input gives an annotated empty figure.
+house template (``ledgerlens.report.figures.TEMPLATE``); an empty input gives an annotated empty figure.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from ledgerlens.figures import TEMPLATE, _empty, human_bytes
 from ledgerlens.offload.segments import STATES
+from ledgerlens.report.figures import TEMPLATE, _empty
+from ledgerlens.report.text import human_bytes
 
 __all__ = ["STATE_COLORS", "bucket_totals_figure", "ledger_timeline"]
 

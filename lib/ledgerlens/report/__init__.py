@@ -1,0 +1,81 @@
+"""Reports, figures and explanations that every runbook and widget shares.
+
+- ``explain``: one finding -> reason, next step (commands with names filled in), rule link.
+- ``context``: what an audit looked at (cluster, stores, as-of, counts scanned, version, duration).
+- ``html``: banner, context, findings with explanations, detail panel, compact table.
+- ``figures``: plotly figures over the findings table.
+- ``text``: units and words people read (binary bytes, durations, times, severities).
+- ``runbook``: papermill execution, recorded results, the self-contained HTML export, secret checks.
+
+The names below are the stable API notebooks use as ``report.<name>``.
+"""
+
+from __future__ import annotations
+
+from ledgerlens.report.context import audit_context, report_title
+from ledgerlens.report.explanations import EXPLAINERS, Explanation, explain, rule_link
+from ledgerlens.report.html import (
+    banner_html,
+    context_html,
+    context_markdown,
+    error_html,
+    evidence_html,
+    finding_detail_html,
+    findings_html,
+    findings_table_html,
+    header_html,
+    rules_html,
+    severity_rank,
+    summary_markdown,
+    top_findings,
+)
+from ledgerlens.report.runbook import (
+    INSTRUCTIONS_TAG,
+    RECORD_KEY,
+    ReportError,
+    SecretLeakError,
+    check_no_secrets,
+    execute_runbook,
+    external_scripts,
+    live_kernel,
+    read_recorded,
+    record,
+    redact_notebook_file,
+    secret_values,
+    to_html,
+)
+
+__all__ = [
+    "EXPLAINERS",
+    "INSTRUCTIONS_TAG",
+    "RECORD_KEY",
+    "Explanation",
+    "ReportError",
+    "SecretLeakError",
+    "audit_context",
+    "banner_html",
+    "check_no_secrets",
+    "context_html",
+    "context_markdown",
+    "error_html",
+    "evidence_html",
+    "execute_runbook",
+    "explain",
+    "external_scripts",
+    "finding_detail_html",
+    "findings_html",
+    "findings_table_html",
+    "header_html",
+    "live_kernel",
+    "read_recorded",
+    "record",
+    "redact_notebook_file",
+    "report_title",
+    "rule_link",
+    "rules_html",
+    "secret_values",
+    "severity_rank",
+    "summary_markdown",
+    "to_html",
+    "top_findings",
+]

@@ -1,0 +1,650 @@
+"""Findings that explain themselves: a reason a person reads, the next step, the rule.
+
+Every view of a finding (report, explorer, CLI summary) goes through ``explain``: it turns one
+findings row (columns of ``ledgerlens.schemas.FINDINGS``) into an ``Explanation``:
+
+- ``reason``: one sentence saying what was found and why it matters, with this finding's names;
+- ``next_step``: what to run or check, as concrete commands with the names filled in
+  (``pulsar-admin``, ``bookkeeper shell``, ``aws s3api``, ``ledgerlens``);
+- ``rule``: the rule's section in ``docs/audit-rules.md`` (``docs/audit-rules.md#<kind>``).
+
+Adding a finding kind: register an explainer next to the rule that emits it::
+
+    from ledgerlens.report.explanations import EXPLAINERS, Finding
+
+    @EXPLAINERS.register("foreign_ledger")
+    def _foreign_ledger(f: Finding) -> tuple[str, str]:
+        return (f"Ledger {f.ledger_id} belongs to another cluster ...", f"bookkeeper shell ...")
+
+and a ``### `foreign_ledger` `` section to ``docs/audit-rules.md`` (a test checks every kind in
+``ledgerlens.audit.findings.KINDS`` has both). A kind without an explainer still gets a generic
+explanation built from its evidence (``problem``/``reason`` fields, path, object key).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledgerlens.report.text import human_bytes, human_duration, human_time, is_missing
+
+RULES_DOC = "docs/audit-rules.md"
+"""Where the rules live, relative to the repository root."""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What a person needs to act on one finding."""
+
+    reason: str
+    next_step: str
+    rule: str  # "docs/audit-rules.md#<kind>"
+
+    @property
+    def anchor(self) -> str:
+        """The rule's anchor (``<kind>``) inside ``docs/audit-rules.md``."""
+        return self.rule.rsplit("#", 1)[-1]
+
+
+@dataclass(frozen=True)
+class AuditedWhere:
+    """Addresses of what was audited, to fill into commands (never credentials)."""
+
+    zookeeper: str = ""
+    bucket: str = ""
+    s3_endpoint: str = ""
+
+    @classmethod
+    def of(cls, context: Mapping[str, Any] | AuditedWhere | None) -> AuditedWhere:
+        if isinstance(context, AuditedWhere):
+            return context
+        c = dict(context or {})
+        return cls(
+            zookeeper=str(c.get("zookeeper") or ""),
+            bucket=str(c.get("bucket") or ""),
+            s3_endpoint=str(c.get("s3_endpoint") or ""),
+        )
+
+
+def _value(row: Mapping[str, Any], name: str) -> Any:
+    v = row.get(name)
+    return None if is_missing(v) else v
+
+
+def q(value: object) -> str:
+    """Shell-quote a name for a command line (topic names may hold spaces and quotes)."""
+    return shlex.quote(str(value))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A read-only view of one findings row, with the names explainers need."""
+
+    row: Mapping[str, Any]
+    where: AuditedWhere = field(default_factory=AuditedWhere)
+
+    def get(self, name: str) -> Any:
+        """A column's value; None when null/NaN."""
+        return _value(self.row, name)
+
+    @property
+    def kind(self) -> str:
+        return str(self.get("kind") or "")
+
+    @property
+    def severity(self) -> str:
+        return str(self.get("severity") or "")
+
+    @property
+    def ledger_id(self) -> int | None:
+        v = self.get("ledger_id")
+        return None if v is None else int(v)
+
+    @property
+    def managed_ledger(self) -> str | None:
+        v = self.get("managed_ledger") or self.ev("managed_ledger")
+        return None if v is None else str(v)
+
+    @property
+    def cursor(self) -> str | None:
+        v = self.get("cursor") or self.ev("cursor")
+        return None if v is None else str(v)
+
+    @property
+    def path(self) -> str | None:
+        v = self.get("path")
+        return None if v is None else str(v)
+
+    @property
+    def object_key(self) -> str | None:
+        v = self.get("object_key")
+        return None if v is None else str(v)
+
+    @property
+    def bytes(self) -> int | None:
+        v = self.get("bytes")
+        return None if v is None else int(v)
+
+    @property
+    def size(self) -> str:
+        """Human size, or ``'size unknown'``."""
+        return human_bytes(self.bytes) if self.bytes is not None else "size unknown"
+
+    @property
+    def age(self) -> str:
+        """Human age (``'3.0 d'``), or ``''``."""
+        return human_duration(self.get("age_seconds"))
+
+    @property
+    def evidence(self) -> dict[str, Any]:
+        """The evidence JSON as a dict (``{}`` when absent or not JSON)."""
+        return parse_evidence(self.get("evidence"))
+
+    def ev(self, name: str, default: Any = None) -> Any:
+        """One evidence field (None/NaN -> ``default``)."""
+        v = self.evidence.get(name)
+        return default if v is None or is_missing(v) else v
+
+    @property
+    def topic(self) -> str | None:
+        """``persistent://tenant/ns/topic`` of the managed ledger, when it parses."""
+        ml = self.managed_ledger
+        if not ml:
+            return None
+        from ledgerlens.formats.names import parse_managed_ledger
+
+        try:
+            return parse_managed_ledger(ml).topic
+        except Exception:  # noqa: BLE001 - a name that does not parse is shown as it is
+            return None
+
+    @property
+    def namespace(self) -> str | None:
+        v = self.get("namespace")
+        return None if v is None else str(v)
+
+    @property
+    def owner(self) -> str:
+        """The topic, else the managed-ledger name, else ``'an unknown owner'``."""
+        return self.topic or self.managed_ledger or "an unknown owner"
+
+    @property
+    def bucket(self) -> str:
+        return str(self.ev("bucket") or self.where.bucket or "BUCKET")
+
+    @property
+    def zk(self) -> str:
+        """The audited ZooKeeper connect string (``ZK`` when unknown)."""
+        return self.where.zookeeper or "ZK"
+
+    def s3api(self, op: str, key: str) -> str:
+        """``aws s3api <op> --bucket B --key K`` (with ``--endpoint-url`` for a non-AWS endpoint)."""
+        endpoint = f" --endpoint-url {q(self.where.s3_endpoint)}" if self.where.s3_endpoint else ""
+        return f"aws s3api {op}{endpoint} --bucket {q(self.bucket)} --key {q(key)}"
+
+
+def parse_evidence(value: Any) -> dict[str, Any]:
+    """Evidence (a JSON object string, a dict or null) as a dict."""
+    if value is None or is_missing(value):
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    try:
+        parsed = json.loads(str(value))
+    except ValueError:
+        return {"evidence": str(value)}
+    return dict(parsed) if isinstance(parsed, dict) else {"evidence": parsed}
+
+
+Explainer = Callable[[Finding], tuple[str, str]]
+"""A finding -> (reason, next step)."""
+
+
+class Explainers:
+    """The registry of explainers by finding kind (one instance: ``EXPLAINERS``)."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, Explainer] = {}
+
+    def register(self, kind: str, fn: Explainer | None = None) -> Any:
+        """Register ``fn`` for ``kind`` (usable as a decorator). A later registration replaces."""
+
+        def add(f: Explainer) -> Explainer:
+            self._by_kind[kind] = f
+            return f
+
+        return add(fn) if fn is not None else add
+
+    def kinds(self) -> list[str]:
+        """Every kind with its own explainer."""
+        return sorted(self._by_kind)
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._by_kind
+
+    def explain(
+        self, row: Mapping[str, Any], where: Mapping[str, Any] | AuditedWhere | None = None
+    ) -> Explanation:
+        """The explanation of one findings row; never raises (a broken explainer falls back)."""
+        f = Finding(row, AuditedWhere.of(where))
+        fn = self._by_kind.get(f.kind, _generic)
+        try:
+            reason, step = fn(f)
+        except Exception as e:  # noqa: BLE001 - an explanation must never break a report
+            reason, step = _generic(f)
+            reason += f" (explainer failed: {type(e).__name__})"
+        if not step.strip():
+            step = _generic(f)[1]
+        return Explanation(reason=reason, next_step=step, rule=rule_link(f.kind))
+
+
+EXPLAINERS = Explainers()
+
+
+def rule_link(kind: str) -> str:
+    """``docs/audit-rules.md#<kind>``: the rule's section (a ``### `<kind>` `` heading)."""
+    return f"{RULES_DOC}#{kind}" if kind else RULES_DOC
+
+
+def explain(row: Mapping[str, Any], where: Mapping[str, Any] | AuditedWhere | None = None) -> Explanation:
+    """The explanation of one findings row (see ``Explainers.explain``)."""
+    return EXPLAINERS.explain(row, where)
+
+
+def explain_rows(
+    rows: Iterator[Mapping[str, Any]] | list[Mapping[str, Any]],
+    where: Mapping[str, Any] | AuditedWhere | None = None,
+) -> list[Explanation]:
+    """Explanations of many rows (same order)."""
+    w = AuditedWhere.of(where)
+    return [EXPLAINERS.explain(r, w) for r in rows]
+
+
+# --- the rules' sections in docs/audit-rules.md ----------------------------------------------------------
+
+
+def rules_doc_path() -> Path | None:
+    """``docs/audit-rules.md`` of this checkout, when present (not in a wheel install)."""
+    p = Path(__file__).resolve().parents[3] / RULES_DOC
+    return p if p.is_file() else None
+
+
+def rule_sections(text: str | None = None) -> dict[str, str]:
+    """Kind -> the markdown body of its ``### `<kind>` `` section in ``docs/audit-rules.md``."""
+    if text is None:
+        p = rules_doc_path()
+        if p is None:
+            return {}
+        text = p.read_text(encoding="utf-8")
+    out: dict[str, str] = {}
+    kind: str | None = None
+    body: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if kind is not None:
+                out[kind] = "\n".join(body).strip()
+            kind, body = None, []
+            head = line.lstrip("#").strip()
+            if line.startswith("### ") and head.startswith("`") and head.endswith("`"):
+                kind = head.strip("`")
+            continue
+        if kind is not None:
+            body.append(line)
+    if kind is not None:
+        out[kind] = "\n".join(body).strip()
+    return out
+
+
+# --- generic fallback ---------------------------------------------------------------------------------
+
+
+def _subject(f: Finding) -> str:
+    parts = []
+    if f.ledger_id is not None:
+        parts.append(f"ledger {f.ledger_id}")
+    if f.object_key:
+        parts.append(f"object {f.object_key}")
+    if f.cursor:
+        parts.append(f"subscription {f.cursor}")
+    if f.topic or f.managed_ledger:
+        parts.append(f"of {f.owner}")
+    if not parts and f.path:
+        parts.append(f"node {f.path}")
+    return " ".join(parts) or "the audited cluster"
+
+
+def _generic(f: Finding) -> tuple[str, str]:
+    problem = f.ev("problem") or f.ev("reason") or f.ev("error")
+    kind = f.kind.replace("_", " ") or "finding"
+    reason = f"{kind.capitalize()} on {_subject(f)}" + (f": {problem}." if problem else ".")
+    look = f.path or f.object_key
+    step = f"Read the rule ({rule_link(f.kind)}) and the evidence below"
+    if look:
+        step += f", then inspect {look}"
+    return reason, step + "."
+
+
+# --- explainers of the audit's kinds ---------------------------------------------------------------------
+
+
+def _ledger_meta(f: Finding) -> str:
+    return f"bookkeeper shell ledgermetadata -ledgerid {f.ledger_id}"
+
+
+def _info_internal(f: Finding) -> str:
+    return f"pulsar-admin topics info-internal {q(f.topic)}" if f.topic else ""
+
+
+def _lines(*cmds: str) -> str:
+    return "\n".join(c for c in cmds if c)
+
+
+_OWNER_WORDS = {
+    "managed-ledger": "data ledger",
+    "cursor": "cursor ledger",
+    "schema": "schema ledger",
+    "compacted-ledger": "compacted ledger",
+    "delayed-index-bucket": "delayed-delivery bucket ledger",
+}
+
+
+@EXPLAINERS.register("orphan_ledger")
+def _orphan_ledger(f: Finding) -> tuple[str, str]:
+    what = _OWNER_WORDS.get(str(f.get("component") or f.ev("component") or ""), "ledger")
+    owner = f.owner
+    sub = f" (subscription {f.cursor})" if f.cursor else ""
+    schema = f.ev("schema_id")
+    if f.ev("owner_exists") is False:
+        gone = f"{owner} no longer exists"
+    else:
+        gone = f"{owner}{sub} no longer references it"
+    if schema and not f.managed_ledger:
+        gone = f"schema {schema} no longer references it"
+    age = f", created {f.age} ago" if f.age else ""
+    reason = f"BookKeeper {what} {f.ledger_id} ({f.size}{age}) was written for {owner}{sub}, but {gone}."
+    step = _lines(
+        "Confirm nothing references it any more:",
+        f"  {_ledger_meta(f)}",
+        f"  {_info_internal(f)}" if f.topic else "",
+        "Reclaim it through an approved deletion plan (ledgerlens never deletes from a report);",
+        f"by hand: bookkeeper shell deleteledger -ledgerid {f.ledger_id}",
+    )
+    return reason, step
+
+
+@EXPLAINERS.register("unattributed_ledger")
+def _unattributed_ledger(f: Finding) -> tuple[str, str]:
+    app = f.ev("application")
+    who = f"application {app!r}" if app else "no Pulsar custom metadata"
+    age = f", created {f.age} ago" if f.age else ""
+    reason = (
+        f"Ledger {f.ledger_id} ({f.size}{age}) has {who} and nothing in Pulsar references it: "
+        "it may belong to another BookKeeper client or an old Pulsar version."
+    )
+    step = _lines(
+        f"Find its owner from its metadata (ensemble, ctime, custom metadata): {_ledger_meta(f)}",
+        "Never delete it on this report's word: ledgerlens cannot prove whose it is.",
+    )
+    return reason, step
+
+
+@EXPLAINERS.register("missing_ledger")
+def _missing_ledger(f: Finding) -> tuple[str, str]:
+    ref = f.ev("reference") or str(f.get("component") or "")
+    by = f.ev("referenced_by") or f.path or f.owner
+    what = {
+        "cursor": f"the cursor of subscription {f.cursor} on {f.owner}",
+        "schema": f"schema {f.ev('schema_id') or ''} version {f.ev('schema_version', '?')}",
+        "compacted-ledger": f"the compaction state of {f.owner}",
+        "delayed-index-bucket": f"a delayed-delivery bucket of {f.owner}",
+    }.get(str(ref), f"{f.owner}")
+    reason = (
+        f"Ledger {f.ledger_id}, referenced by {what} (node {by}), does not exist in BookKeeper and "
+        "is not offloaded: its data is lost."
+    )
+    steps = [
+        f"Confirm it is gone: {_ledger_meta(f)}   (expect: ledger does not exist)",
+        f"See what the topic holds: {_info_internal(f)}" if f.topic else "",
+    ]
+    if ref == "schema":
+        steps.append(
+            f"Schema readers fail on this version: pulsar-admin schemas get {q(f.topic)} --version "
+            f"{f.ev('schema_version', 'N')}"
+            if f.topic
+            else ""
+        )
+    elif ref == "cursor":
+        steps.append(
+            f"The subscription's position is lost; after telling its owner, reset it: pulsar-admin "
+            f"topics reset-cursor {q(f.topic)} -s {q(f.cursor)} --time 0"
+            if f.topic and f.cursor
+            else ""
+        )
+    else:
+        steps.append(
+            "Consumers stop at this ledger unless the broker runs with autoSkipNonRecoverableData=true; "
+            "restore from backup if one exists, else tell the topic's owners what was lost."
+        )
+    return reason, _lines(*steps)
+
+
+@EXPLAINERS.register("orphan_offload_object")
+def _orphan_offload_object(f: Finding) -> tuple[str, str]:
+    key = f.object_key or "KEY"
+    lid = f.ev("ledger_id")
+    of = f" of ledger {lid}" if lid is not None else ""
+    age = f", last modified {f.age} ago" if f.age else ""
+    reason = (
+        f"Offloaded {f.ev('role') or 'data'} object {key}{of} ({f.size}{age}) in bucket {f.bucket} "
+        f"belongs to no offload of any topic (offload uuid {f.ev('uuid') or '?'} is referenced nowhere)."
+    )
+    step = _lines(
+        "See which topic wrote it (user metadata ManagedLedgerName):",
+        f"  {f.s3api('head-object', key)}",
+        "Reclaim it through an approved deletion plan; by hand:",
+        f"  {f.s3api('delete-object', key)}",
+    )
+    return reason, step
+
+
+@EXPLAINERS.register("missing_offload_object")
+def _missing_offload_object(f: Finding) -> tuple[str, str]:
+    key = f.object_key or "KEY"
+    lost = f.severity == "critical"
+    tail = (
+        "and the BookKeeper copy is deleted: the data is lost"
+        if lost
+        else "but the BookKeeper copy still exists: the data is safe until the broker deletes it"
+    )
+    reason = (
+        f"{f.owner} says ledger {f.ledger_id} is offloaded (uuid {f.ev('uuid') or '?'}), but its "
+        f"{f.ev('role') or 'data'} object {key} is absent from bucket {f.bucket}, {tail}."
+    )
+    steps = [f"Confirm: {f.s3api('head-object', key)}"]
+    ns = f.namespace
+    if lost:
+        steps.append(
+            "Check the bucket's lifecycle rules and versioning (restore a previous version if versioned): "
+            f"aws s3api list-object-versions --bucket {q(f.bucket)} --prefix {q(key)}"
+        )
+    elif ns:
+        steps.append(
+            "Keep the BookKeeper copy while you find out who deleted the object: "
+            f"pulsar-admin namespaces set-offload-deletion-lag {q(ns)} --lag 3650d"
+        )
+    return reason, _lines(*steps)
+
+
+@EXPLAINERS.register("incomplete_offload")
+def _incomplete_offload(f: Finding) -> tuple[str, str]:
+    keys = f.ev("keys") or ([f.object_key] if f.object_key else [])
+    newest = f.ev("newest_last_modified_ms")
+    when = f", the newest written {human_time(newest)}" if newest else ""
+    reason = (
+        f"The offload of ledger {f.ledger_id} of {f.owner} (uuid {f.ev('uuid') or '?'}) never completed "
+        f"and left {len(keys)} object(s) ({f.size}) in bucket {f.bucket}{when}."
+    )
+    steps = [
+        f"Is an offload still running? pulsar-admin topics offload-status {q(f.topic)}" if f.topic else "",
+        f"Compare the uuid with the ledger's current offload: {_info_internal(f)}" if f.topic else "",
+        "If no offload runs and the uuid is not the current one, the objects are garbage:",
+        *[f"  {f.s3api('head-object', str(k))}" for k in keys[:4]],
+    ]
+    return reason, _lines(*steps)
+
+
+@EXPLAINERS.register("offloaded_not_deleted")
+def _offloaded_not_deleted(f: Finding) -> tuple[str, str]:
+    lag = f.ev("offload_deletion_lag_ms")
+    lag_s = f" (offload deletion lag {human_duration(lag / 1000)})" if lag else ""
+    reason = (
+        f"Ledger {f.ledger_id} of {f.owner} is offloaded, but its BookKeeper copy ({f.size}) is still "
+        f"kept past the offload deletion lag{lag_s}: the broker deletes it only while the topic is loaded."
+    )
+    step = _lines(
+        f"Load and trim the topic: pulsar-admin topics trim-topic {q(f.topic)}" if f.topic else "",
+        f"Check afterwards: {_ledger_meta(f)}   (expect: ledger does not exist)",
+    )
+    return reason, step
+
+
+@EXPLAINERS.register("retention_overdue")
+def _retention_overdue(f: Finding) -> tuple[str, str]:
+    minutes, mb = f.ev("retention_minutes"), f.ev("retention_mb")
+    limits = []
+    if minutes is not None and minutes >= 0:
+        limits.append(human_duration(minutes * 60))
+    if mb is not None and mb >= 0:
+        limits.append(human_bytes(mb * 1024 * 1024))
+    limit = " / ".join(limits) or "the namespace retention"
+    age = f", {f.age} old" if f.age else ""
+    reason = (
+        f"Ledger {f.ledger_id} of {f.owner} ({f.size}{age}) is consumed by every subscription and past "
+        f"the retention of {f.namespace or 'its namespace'} ({limit}), yet still kept: the topic is not "
+        "loaded, so no broker trims it."
+    )
+    step = _lines(
+        f"Trim it: pulsar-admin topics trim-topic {q(f.topic)}" if f.topic else "",
+        f"Check the retention: pulsar-admin namespaces get-retention {q(f.namespace)}" if f.namespace else "",
+    )
+    return reason, step
+
+
+@EXPLAINERS.register("open_ledger_overdue")
+def _open_ledger_overdue(f: Finding) -> tuple[str, str]:
+    limit = f.ev("open_ledger_max_age_s")
+    lim = f" (limit {human_duration(limit)})" if limit else ""
+    reason = (
+        f"Ledger {f.ledger_id}, the current ledger of {f.owner}, has been OPEN for {f.age or 'long'}{lim}: "
+        "its broker may have died without closing it, or the topic has not rolled over."
+    )
+    step = _lines(
+        f"Check the topic's state: pulsar-admin topics stats-internal {q(f.topic)}" if f.topic else "",
+        f"Check the ledger: {_ledger_meta(f)}",
+        f"Unloading the topic closes and recovers it: pulsar-admin topics unload {q(f.topic)}"
+        if f.topic
+        else "",
+    )
+    return reason, step
+
+
+@EXPLAINERS.register("inactive_cursor")
+def _inactive_cursor(f: Finding) -> tuple[str, str]:
+    held = f.ev("held_ledgers")
+    first, last = f.ev("first_held_ledger_id"), f.ev("last_held_ledger_id")
+    span = f" (ledgers {first} to {last})" if first is not None and last is not None else ""
+    n = f"{held} ledger(s)" if held is not None else "ledgers"
+    reason = (
+        f"Subscription {f.cursor} on {f.owner} has been inactive for {f.age or 'long'} and holds "
+        f"{n}{span}, {f.size}, back from retention."
+    )
+    t, s = q(f.topic or "TOPIC"), q(f.cursor or "SUBSCRIPTION")
+    step = _lines(
+        f"See its backlog: pulsar-admin topics stats {t}",
+        "Ask its owner whether it is still needed; if not:",
+        f"  pulsar-admin topics unsubscribe {t} -s {s}",
+        f"or drop only its backlog: pulsar-admin topics skip-all {t} -s {s}",
+    )
+    return reason, step
+
+
+_TABLE_WORDS = {
+    "bk_ledgers": "BookKeeper ledger metadata",
+    "managed_ledgers": "managed-ledger metadata",
+    "cursors": "cursor metadata",
+    "schema_ledgers": "schema locator",
+    "namespace_policies": "namespace policies",
+}
+
+
+@EXPLAINERS.register("corrupt_metadata")
+def _corrupt_metadata(f: Finding) -> tuple[str, str]:
+    table = str(f.ev("table") or "")
+    problem = str(f.ev("problem") or "unknown problem")
+    what = _TABLE_WORDS.get(table, "metadata")
+    node = f.path or "an unnamed node"
+    reason = f"The {what} node {node} cannot be used: {problem}."
+    low = problem.lower()
+    shell = f"pulsar zookeeper-shell -server {q(f.zk)}"
+    steps = [f"Read it: {shell} get {q(node)}"]
+    if "noauth" in low or "auth" in low or "acl" in low:
+        steps = [
+            f"The audit's ZooKeeper identity may not read it: {shell} getAcl {q(node)}",
+            "Grant that identity read access (or run the audit with credentials that have it).",
+        ]
+    elif "version" in low and ("support" in low or "unknown" in low):
+        steps.append("Written in a format this ledgerlens does not read: check the writer's version.")
+    elif table == "bk_ledgers" and f.ledger_id is not None:
+        steps.append(f"Compare with BookKeeper's own reading: {_ledger_meta(f)}")
+    elif f.topic:
+        steps.append(f"Compare with the broker's reading: {_info_internal(f)}")
+    steps.append("Until it decodes, nothing it may reference is ever reported as an orphan.")
+    return reason, _lines(*steps)
+
+
+@EXPLAINERS.register("foreign_ledger")
+def _foreign_ledger(f: Finding) -> tuple[str, str]:
+    tenant = f.ev("tenant") or f.get("tenant") or "an unknown tenant"
+    why = f.ev("reason")
+    reason = (
+        f"Ledger {f.ledger_id} ({f.size}) belongs to {tenant}, a tenant this cluster does not own: "
+        f"another Pulsar cluster sharing these bookies may still use it" + (f" ({why})." if why else ".")
+    )
+    step = _lines(
+        f"See its metadata: {_ledger_meta(f)}",
+        "Audit the cluster that owns the tenant (--pulsar-metadata lists every store sharing BookKeeper);",
+        "if the tenant was deleted, audit again with --deleted-tenant TENANT. Never delete it from here.",
+    )
+    return reason, step
+
+
+@EXPLAINERS.register("foreign_offload_object")
+def _foreign_offload_object(f: Finding) -> tuple[str, str]:
+    key = f.object_key or "KEY"
+    tenant = f.ev("tenant") or f.get("tenant") or "another cluster"
+    reason = (
+        f"Object {key} ({f.size}) in bucket {f.bucket} was offloaded for {tenant}, which this cluster "
+        "does not own: another cluster offloads into the same bucket."
+    )
+    step = _lines(
+        f"See who wrote it (ManagedLedgerName, cluster): {f.s3api('head-object', key)}",
+        "Audit the owning cluster against this bucket; never delete it from this report.",
+    )
+    return reason, step
+
+
+@EXPLAINERS.register("corrupt_offload_object")
+def _corrupt_offload_object(f: Finding) -> tuple[str, str]:
+    key = f.object_key or "KEY"
+    problem = f.ev("problem") or f.ev("error") or "does not decode"
+    reason = f"Offloaded object {key} in bucket {f.bucket} cannot be read back: {problem}."
+    step = _lines(
+        f"Look at it: {f.s3api('head-object', key)}",
+        f"Is it still in BookKeeper? {_ledger_meta(f)}" if f.ledger_id is not None else "",
+        "While BookKeeper has it, keep it (raise the namespace's offload deletion lag) and re-offload.",
+    )
+    return reason, step
