@@ -114,6 +114,12 @@ def add_parsers(sub: Any) -> None:
         "the retry topic, then dead-lettered.",
     )
     d.add_argument("--journal", required=True, metavar="FILE", help="the deletion journal")
+    d.add_argument(
+        "--context",
+        metavar="NAME",
+        default=None,
+        help="named cluster context: stores, bucket, URLs, credentials (ledgerlens contexts show NAME)",
+    )
     d.add_argument("--zookeeper", default=None, metavar="HOST:PORT", help="the Pulsar metadata store")
     d.add_argument(
         "--bookkeeper-zookeeper",
@@ -124,14 +130,14 @@ def add_parsers(sub: Any) -> None:
     d.add_argument(
         "--sandbox", default=None, metavar="DIR", help="a ledgerlens sandbox (addresses from state.json)"
     )
-    d.add_argument("--service-url", default="", metavar="URL", help="Pulsar service URL")
+    d.add_argument("--service-url", default=None, metavar="URL", help="Pulsar service URL")
     d.add_argument(
-        "--web-url", default="", metavar="URL", help="Pulsar admin URL (load_topic, in-flight gauge)"
+        "--web-url", default=None, metavar="URL", help="Pulsar admin URL (load_topic, in-flight gauge)"
     )
     d.add_argument(
-        "--s3-endpoint", default="", metavar="URL", help="S3 endpoint of the tiered-storage bucket"
+        "--s3-endpoint", default=None, metavar="URL", help="S3 endpoint of the tiered-storage bucket"
     )
-    d.add_argument("--bucket", default="", metavar="NAME", help="tiered-storage bucket")
+    d.add_argument("--bucket", default=None, metavar="NAME", help="tiered-storage bucket")
     d.add_argument(
         "--cluster-name", default=None, metavar="NAME", help="refuse objects another cluster wrote"
     )
@@ -149,7 +155,9 @@ def add_parsers(sub: Any) -> None:
         "--metrics-port", type=int, default=None, metavar="PORT", help="serve /metrics on 127.0.0.1:PORT"
     )
     d.add_argument("--metrics-textfile", default=None, metavar="FILE", help="write Prometheus textfile here")
-    d.add_argument("--ledgers-root", default="/ledgers", metavar="PATH", help="BookKeeper ledgers root")
+    d.add_argument(
+        "--ledgers-root", default=None, metavar="PATH", help="BookKeeper ledgers root (default /ledgers)"
+    )
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -225,21 +233,34 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def deleter_config(args: argparse.Namespace) -> Any:
-    """DeleterConfig from the ``deleter`` arguments (sandbox addresses filled in)."""
-    from ledgerlens.config import S3Source, parse_duration
+    """DeleterConfig from the ``deleter`` arguments, resolved like every input
+    (``ledgerlens.contexts``: default < ``--context`` < ``LEDGERLENS_*`` < flags; ``--sandbox``
+    fills the flags left empty)."""
+    from ledgerlens import contexts
+    from ledgerlens.config import parse_duration
     from ledgerlens.deletion.deleter import DeleterConfig
     from ledgerlens.deletion.verify import Roots
 
     state = _sandbox_state(args.sandbox)
-    if not args.zookeeper:
-        raise ConfigError("--zookeeper HOST:PORT is required (or --sandbox DIR)")
-    s3 = S3Source(args.bucket, endpoint_url=args.s3_endpoint or None) if args.bucket else None
+    settings = contexts.resolve(
+        getattr(args, "context", None),
+        flags={
+            "zookeeper": args.zookeeper,
+            "ledgers_root": args.ledgers_root,
+            "service_url": args.service_url or state.get("service_url"),
+            "admin_url": args.web_url or state.get("web_url"),
+            "s3_endpoint": args.s3_endpoint,
+            "bucket": args.bucket,
+            "cluster_name": args.cluster_name,
+        },
+    )
+    pulsar_zk, bookkeeper_zk, ledgers_root = deleter_stores(settings, args.bookkeeper_zookeeper)
     return DeleterConfig(
-        zookeeper=args.zookeeper,
-        bookkeeper_zookeeper=args.bookkeeper_zookeeper,
-        service_url=args.service_url or state.get("service_url", ""),
-        web_url=args.web_url or state.get("web_url") or None,
-        s3=s3,
+        zookeeper=pulsar_zk,
+        bookkeeper_zookeeper=bookkeeper_zk,
+        service_url=settings["pulsar.service-url"],
+        web_url=settings["pulsar.admin-url"] or None,
+        s3=settings.s3_source(),
         topic=args.topic,
         subscription=args.subscription,
         parallelism=args.parallelism,
@@ -248,10 +269,41 @@ def deleter_config(args: argparse.Namespace) -> Any:
         max_attempts=args.max_attempts,
         execute=bool(args.execute),
         until_idle_s=float(parse_duration(args.until_idle)) if args.until_idle else None,
-        roots=Roots(ledgers=args.ledgers_root),
-        cluster_name=args.cluster_name,
+        roots=Roots(ledgers=ledgers_root),
+        zookeeper_auth=settings.zookeeper_auth(),
+        cluster_name=settings["pulsar.cluster-name"] or None,
         textfile=args.metrics_textfile,
+        pulsar_token=settings.admin_token(),
     )
+
+
+def deleter_stores(settings: Any, bookkeeper_zookeeper: str | None = None) -> tuple[str, str | None, str]:
+    """(Pulsar ZooKeeper, BookKeeper ZooKeeper or None when the same, ledgers root) of resolved settings.
+
+    The deleter deletes from live stores only, and re-verifies against exactly one Pulsar metadata
+    store: a snapshot, or several Pulsar stores sharing the BookKeeper cluster, is refused.
+    """
+    from ledgerlens.sources.zookeeper import LiveZooKeeper
+
+    ledgers_root = settings["metadata.ledgers-root"] or "/ledgers"
+    if bookkeeper_zookeeper:  # explicit flag: the Pulsar store is --zookeeper (or the context's)
+        if not settings["metadata.zookeeper"]:
+            raise ConfigError("--zookeeper HOST:PORT is required (or --sandbox DIR or --context NAME)")
+        return settings["metadata.zookeeper"], bookkeeper_zookeeper, ledgers_root
+    stores = settings.stores()
+    bk, pulsar = stores.bookkeeper, stores.pulsar
+    if len(pulsar) != 1:
+        raise ConfigError(
+            f"the deleter re-verifies against one Pulsar metadata store, {len(pulsar)} given: "
+            "run it once per cluster"
+        )
+    if not isinstance(bk, LiveZooKeeper) or not isinstance(pulsar[0], LiveZooKeeper):
+        raise ConfigError(
+            "the deleter deletes from live ZooKeeper stores only (not a snapshot): "
+            "name them with --zookeeper/--bookkeeper-zookeeper or a context's metadata.zookeeper"
+        )
+    pz, bz = pulsar[0].zk, bk.zk
+    return pz.hosts, (bz.hosts if bz.hosts != pz.hosts else None), bz.ledgers_root or ledgers_root
 
 
 def cmd_deleter(args: argparse.Namespace) -> int:

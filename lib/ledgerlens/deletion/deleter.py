@@ -72,6 +72,7 @@ class DeleterConfig:
     zookeeper_auth: Any = None  # config.ZooKeeperAuth (credentials by reference), for both stores
     cluster_name: str | None = None
     textfile: str | None = None
+    pulsar_token: Any = None  # config.SecretRef of the Pulsar token (broker and admin API), by reference
     instance: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
 
@@ -230,7 +231,12 @@ class Deleter:
 
     def _connect(self) -> tuple[Any, Any, Any, Any]:
         """(pulsar client, Pulsar metadata ZooKeeper, BookKeeper ZooKeeper, S3 client or None)."""
-        client = pulsar_client(self.cfg.service_url)
+        kwargs: dict[str, Any] = {}
+        if self.cfg.pulsar_token is not None:
+            import pulsar
+
+            kwargs["authentication"] = pulsar.AuthenticationToken(self.cfg.pulsar_token.read())
+        client = pulsar_client(self.cfg.service_url, **kwargs)
         zk = self._zookeeper(self.cfg.zookeeper)
         bk = self._zookeeper(self.cfg.bookkeeper_zookeeper) if self.cfg.bookkeeper_zookeeper else zk
         self.zookeeper_clients = [zk] if bk is zk else [zk, bk]
@@ -265,12 +271,17 @@ class Deleter:
 
         return make_client(self.cfg.s3)
 
+    def _token(self) -> str | None:
+        return self.cfg.pulsar_token.read() if self.cfg.pulsar_token is not None else None
+
     def _gauge_loop(self) -> None:
         while not self._stop.wait(5.0):
             if self.cfg.web_url:
                 try:
                     self.metrics.in_flight.set(
-                        in_flight(self.cfg.web_url, self.cfg.topic, self.cfg.subscription)
+                        in_flight(
+                            self.cfg.web_url, self.cfg.topic, self.cfg.subscription, token=self._token()
+                        )
                     )
                 except (OSError, ValueError):
                     pass
@@ -449,7 +460,13 @@ class Deleter:
                     continue
                 topic = str(w.item["expected"]["topic"])
                 try:
-                    rest(self.cfg.web_url, "GET", topic_rest_path(topic) + "/internalStats", timeout=60)
+                    rest(
+                        self.cfg.web_url,
+                        "GET",
+                        topic_rest_path(topic) + "/internalStats",
+                        timeout=60,
+                        token=self._token(),
+                    )
                     w.outcome, w.reason = "loaded", f"loaded {topic}: the broker trims by its own rules"
                 except (OSError, ValueError) as e:
                     w.outcome, w.reason = "failed", f"loading {topic} failed: {e}"[:300]

@@ -15,11 +15,12 @@ from ledgerlens.deletion.journal import Journal
 from ledgerlens.errors import DecodeError
 
 
-def rest(web_url: str, method: str, path: str, timeout: float = 30) -> Any:
+def rest(web_url: str, method: str, path: str, timeout: float = 30, token: str | None = None) -> Any:
     """One admin REST call; the JSON answer (None when empty). HTTP errors raise ``HTTPError``."""
-    req = urllib.request.Request(
-        web_url.rstrip("/") + path, method=method, headers={"Accept": "application/json"}
-    )
+    headers = {"Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(web_url.rstrip("/") + path, method=method, headers=headers)
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         text = resp.read().decode(errors="replace")
     return json.loads(text) if text.strip() else None
@@ -32,12 +33,18 @@ def topic_rest_path(topic: str) -> str:
     return f"/admin/v2/{domain}/{tenant}/{ns}/{urllib.parse.quote(local, safe='')}"
 
 
-def in_flight(web_url: str, topic: str = m.DELETION_TOPIC, subscription: str = m.SUBSCRIPTION) -> int:
+def in_flight(
+    web_url: str,
+    topic: str = m.DELETION_TOPIC,
+    subscription: str = m.SUBSCRIPTION,
+    *,
+    token: str | None = None,
+) -> int:
     """Deletions not yet done: the subscription's backlog on the deletion and retry topics."""
     total = 0
     for t in (topic, m.retry_topic(topic)):
         try:
-            stats = rest(web_url, "GET", topic_rest_path(t) + "/stats")
+            stats = rest(web_url, "GET", topic_rest_path(t) + "/stats", token=token)
         except urllib.error.HTTPError as e:
             if e.code == 404:
                 continue
@@ -109,9 +116,12 @@ def journal_summary(journal: Journal) -> dict[str, Any]:
 
 
 def final_outcomes(journal: Journal) -> dict[tuple[str, str], list[str]]:
-    """(plan hash, item id) -> every outcome journaled for it, in order (for audits of the journal)."""
+    """(plan hash, item id) -> every outcome journaled for the approved item, in order (for audits of
+    the journal); refusals of forged or unapproved messages that only claim the item are left out."""
     out: dict[tuple[str, str], list[str]] = {}
     for r in journal.records():
+        if r.get("mismatch") in ("unapproved", "forged"):
+            continue  # a refused message names an item, but is not that item's deletion
         if r.get("type") == "outcome" and r.get("plan_hash") and r.get("item_id"):
             out.setdefault((str(r["plan_hash"]), str(r["item_id"])), []).append(str(r["outcome"]))
     return out
