@@ -129,27 +129,24 @@ def foreign_by_tenant(findings: DataFrame) -> dict[str, dict[str, int]]:
 
 def audited_cluster(stores: Any, cluster_name: str | None) -> tuple[str | None, list[str]]:
     """The audited Pulsar cluster: ``cluster_name`` when given, else the single cluster under
-    ``/admin/clusters`` of the (first live ZooKeeper) Pulsar store, None with several, none, or
-    no live store to ask; and the clusters found there."""
-    from kazoo.exceptions import KazooException, NoNodeError
+    ``/admin/clusters`` of the first Pulsar store (live or snapshot) that can tell, None with
+    several, none, or no store that can tell; and the clusters found there."""
+    from kazoo.exceptions import KazooException
 
-    from ledgerlens.sources import zookeeper as z
+    from ledgerlens.errors import ConfigError, SourceError
 
-    live = [p for p in getattr(stores, "pulsar", ()) if isinstance(getattr(p, "zk", None), ZooKeeperSource)]
-    found: list[str] = []
-    if live:
-        zk = live[0].zk
-        client = z.connect(zk.hosts, timeout_s=zk.timeout_s, auth=zk.auth)
+    clusters: list[str] = []
+    for store in getattr(stores, "pulsar", ()):
         try:
-            found = sorted(c for c in client.get_children(zk.clusters_root) if c != "global")
-        except (NoNodeError, KazooException):
-            found = []
-        finally:
-            client.stop()
-            client.close()
+            names = store.clusters()
+        except (KazooException, ConfigError, SourceError):
+            names = None
+        if names is not None:
+            clusters = names
+            break
     if cluster_name:
-        return cluster_name, found
-    return (found[0] if len(found) == 1 else None), found
+        return cluster_name, clusters
+    return (clusters[0] if len(clusters) == 1 else None), clusters
 
 
 def run(

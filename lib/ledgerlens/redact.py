@@ -152,7 +152,13 @@ def redact_html(text: str, env: Mapping[str, str] | None = None) -> str:
     return "".join(out)
 
 
+def _is_json_mime(mime: str) -> bool:
+    return mime == "application/json" or (mime.startswith("application/") and mime.endswith("+json"))
+
+
 def _redact_value(value: Any, mime: str, env: Mapping[str, str] | None) -> Any:
+    if _is_json_mime(mime):  # data, not text split into lines: a list of strings stays a list
+        return redact_obj(value, env)
     if isinstance(value, list) and all(isinstance(v, str) for v in value) and value:
         joined = "".join(value)
         return _redact_value(joined, mime, env).splitlines(keepends=True)

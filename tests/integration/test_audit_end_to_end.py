@@ -75,8 +75,6 @@ def planted(zookeeper, s3_server, spark, tmp_path_factory):  # type: ignore[no-u
     return truth, run, hosts
 
 
-# Slow until fixed: the offload uuid check and the planted truth disagree (closing note).
-@pytest.mark.slow
 def test_planted_cluster_reports_exactly_the_planted_findings(planted) -> None:  # type: ignore[no-untyped-def]
     truth, run, _ = planted
     found = run.findings_pandas().to_dict("records")
@@ -87,8 +85,6 @@ def test_planted_cluster_reports_exactly_the_planted_findings(planted) -> None: 
     assert not missing and not extra, json.dumps({"missing": missing, "extra": extra}, indent=1, default=str)
 
 
-# Slow until fixed: the offload uuid check and the planted truth disagree (closing note).
-@pytest.mark.slow
 def test_planted_cluster_covers_every_kind(planted) -> None:  # type: ignore[no-untyped-def]
     truth, run, _ = planted
     kinds = set(run.summary["counts_by_kind"])

@@ -9,16 +9,16 @@ from both stores (``--pulsar-metadata`` twice) the audit reports exactly the pla
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from generated import generated_cluster
 from ledgerlens import pipeline
 from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
 from ledgerlens.reverify import reverify
-from ledgerlens.sandbox.cluster import FOREIGN_TENANT, default_now_ms, generate
+from ledgerlens.sandbox.cluster import FOREIGN_TENANT, default_now_ms
 from ledgerlens.schemas import FINDING_KEYS
 from ledgerlens.sources.stores import Stores
 
@@ -36,24 +36,7 @@ def _keys(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 @pytest.fixture(scope="module")
 def shared(zookeeper: Any, s3_server: Any) -> dict[str, Any]:
-    import boto3
-    from kazoo.client import KazooClient
-
-    chroot = f"/shared-{uuid.uuid4().hex[:8]}"
-    client = KazooClient(hosts=zookeeper.hosts)
-    client.start()
-    client.ensure_path(chroot)
-    client.stop()
-    client.close()
-    bucket = f"shared-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1").create_bucket(
-        Bucket=bucket
-    )
-    hosts = zookeeper.hosts + chroot
-    truth = generate(
-        hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="planted", now_ms=NOW_MS
-    )
-    return {"truth": truth, "hosts": hosts, "bucket": bucket, "endpoint": s3_server.endpoint_url}
+    return generated_cluster(zookeeper, s3_server, "shared", now_ms=NOW_MS)
 
 
 def test_generated_foreign_cluster_is_info_only(shared: dict[str, Any]) -> None:
@@ -70,8 +53,6 @@ def test_generated_foreign_cluster_is_info_only(shared: dict[str, Any]) -> None:
     assert all(f in truth.expected for f in truth.foreign)
 
 
-# Slow until fixed: the offload uuid check and the planted truth disagree (closing note).
-@pytest.mark.slow
 def test_audited_from_both_pulsar_stores_reports_exactly_the_planted_findings(
     shared: dict[str, Any], spark: Any, tmp_path: Path
 ) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 
+from generated import generated_cluster
 from ledgerlens import report
 
 pytestmark = pytest.mark.notebooks
@@ -41,27 +41,9 @@ def test_notebook_is_stored_without_outputs_and_documented() -> None:
 @pytest.fixture(scope="module")
 def sandbox_dir(zookeeper: Any, s3_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A generated planted cluster, described by a sandbox ``state.json`` (as ``sandbox-local up``)."""
-    import boto3
-    from kazoo.client import KazooClient
-
-    from ledgerlens.sandbox.cluster import generate
-
-    chroot = f"/offload-nb-{uuid.uuid4().hex[:8]}"
-    client = KazooClient(hosts=zookeeper.hosts)
-    client.start()
-    client.ensure_path(chroot)
-    client.stop()
-    client.close()
-    bucket = f"offload-nb-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1").create_bucket(
-        Bucket=bucket
-    )
-    hosts = zookeeper.hosts + chroot
-    generate(
-        hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="planted", now_ms=NOW_MS
-    )
+    cluster = generated_cluster(zookeeper, s3_server, "offload-nb", now_ms=NOW_MS)
     d = tmp_path_factory.mktemp("sandbox")
-    state = {"zk_hosts": hosts, "s3_endpoint": s3_server.endpoint_url, "bucket": bucket}
+    state = {"zk_hosts": cluster["hosts"], "s3_endpoint": cluster["endpoint"], "bucket": cluster["bucket"]}
     (d / "state.json").write_text(json.dumps(state))
     return d
 

@@ -164,3 +164,26 @@ def test_report_refuses_credentials_in_parameters() -> None:
 
 def test_mask_is_stable() -> None:
     assert MASK == "***"
+
+
+def test_notebook_json_outputs_keep_their_lists() -> None:
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": ["x = 1\n", "y = 2"],
+                "outputs": [
+                    {
+                        "output_type": "display_data",
+                        "data": {"application/json": {"stages": ["a", "b"], "url": "http://u:s3cr3t@h/"}},
+                        "metadata": {},
+                    }
+                ],
+            }
+        ]
+    }
+    out = redact_notebook(nb)
+    data = out["cells"][0]["outputs"][0]["data"]["application/json"]
+    assert data["stages"] == ["a", "b"]  # a recorded list is data, not lines of text
+    assert "s3cr3t" not in data["url"]
+    assert out["cells"][0]["source"] == ["x = 1\n", "y = 2"]

@@ -225,19 +225,23 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
     owner_ml = F.when(comp != "schema", owner)
     tenant = tenant_of_name(owner)
     owned = is_owned(tenant)
+    # the columns an orphan and a foreign ledger share: which ledger, whose, how big, how old
+    ledger_cols: dict[str, Column] = {
+        "component": F.when((comp == _ML) & F.col("bk_cursor").isNotNull(), F.lit("cursor")).otherwise(comp),
+        "ledger_id": F.col("ledger_id"),
+        "managed_ledger": owner_ml,
+        "cursor": F.coalesce("bk_cursor", "delayed_cursor"),
+        "path": F.col("bk_path"),
+        "bytes_": F.col("length"),
+        "tenant": tenant,
+        "age_seconds": age_seconds(now, F.col("ctime_ms")),
+    }
     orphan = raw_finding(
         kind="orphan_ledger",
         severity="warning",
-        component=F.when((comp == _ML) & F.col("bk_cursor").isNotNull(), F.lit("cursor")).otherwise(comp),
         action="delete_ledger",
-        ledger_id=F.col("ledger_id"),
-        managed_ledger=owner_ml,
-        cursor=F.coalesce("bk_cursor", "delayed_cursor"),
-        path=F.col("bk_path"),
-        bytes_=F.col("length"),
-        tenant=tenant,
-        age_seconds=age_seconds(now, F.col("ctime_ms")),
         owner_ml=owner_ml,
+        **ledger_cols,
         evidence=F.struct(
             "ctime_ms",
             "length",
@@ -258,15 +262,8 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
     foreign = raw_finding(
         kind="foreign_ledger",
         severity="info",
-        component=F.when((comp == _ML) & F.col("bk_cursor").isNotNull(), F.lit("cursor")).otherwise(comp),
         action="none",
-        ledger_id=F.col("ledger_id"),
-        managed_ledger=owner_ml,
-        cursor=F.coalesce("bk_cursor", "delayed_cursor"),
-        path=F.col("bk_path"),
-        bytes_=F.col("length"),
-        tenant=tenant,
-        age_seconds=age_seconds(now, F.col("ctime_ms")),
+        **ledger_cols,
         evidence=F.struct(
             tenant.alias("tenant"),
             F.when(tenant.isNull(), F.lit("owner unknown"))

@@ -966,7 +966,8 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
                 path=c.ml_path(name),
                 object_key=wire.offload_data_key(u_inc, inc.ledger_id),
             )
-            # Objects of an earlier, abandoned offload attempt of ledger `ond` (uuid nobody references).
+            # Objects of an earlier, abandoned offload attempt of ledger `ond`: the offload context
+            # names another uuid, so the uuid check fails (the broker reads only the context's uuid).
             u_orphan = c.uuid()
             md = wire.ledger_metadata(
                 ensemble=list(BOOKIES[:2]),
@@ -979,11 +980,12 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
             )
             for key in c.offload_objects(name, ond, md, u_orphan, data=True, index=True):
                 c.expect(
-                    "orphan_offload_object",
+                    "corrupt_offload_object",
                     "warning",
                     component="offload",
                     ledger_id=ond.ledger_id,
                     managed_ledger=name,
+                    path=c.ml_path(name),
                     object_key=key,
                 )
             c.control("in_progress_offload_without_objects", ledger_id=young.ledger_id, managed_ledger=name)
@@ -1137,6 +1139,31 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
         young_id, ctime_ms=now - 2 * HOUR, entries=1, size=100, custom=c.ml_custom(live), state="OPEN"
     )
     c.control("young_orphan", ledger_id=young_id, managed_ledger=live, note="ctime 2 h before now")
+
+    # orphan_offload_object: the offloaded copy of a ledger the managed ledger trimmed (the broker
+    # deleted the BookKeeper ledger and dropped it from the list, deleting the objects failed).
+    # Planted last so that the ledger ids above stay what they were.
+    if c.bucket is not None and c.s3_aged:
+        name = wire.managed_ledger_name("persistent://acme/payments/offload-trouble")
+        trimmed = Ledger(c.new_id(), 150, 150 * 300, now - 9 * DAY, now - 10 * DAY)
+        md = wire.ledger_metadata(
+            ensemble=list(BOOKIES[:2]),
+            write_quorum=2,
+            ack_quorum=2,
+            length=trimmed.size,
+            last_entry_id=trimmed.entries - 1,
+            ctime_ms=trimmed.ctime_ms,
+            custom=c.ml_custom(name),
+        )
+        for key in c.offload_objects(name, trimmed, md, c.uuid(), data=True, index=True):
+            c.expect(
+                "orphan_offload_object",
+                "warning",
+                component="offload",
+                ledger_id=trimmed.ledger_id,
+                managed_ledger=name,
+                object_key=key,
+            )
 
 
 FOREIGN_TENANT = "othercorp"

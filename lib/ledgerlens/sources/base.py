@@ -84,6 +84,11 @@ class InventorySource(ABC):
     def check(self) -> None:  # noqa: B027 - optional hook
         """Fail fast on the driver (``SourceError``) when the store cannot be read at all."""
 
+    def clusters(self) -> list[str] | None:
+        """The Pulsar clusters this (Pulsar) store declares under ``/admin/clusters``, sorted,
+        without ``global``; None when the store cannot tell (driver side)."""
+        return None
+
     @abstractmethod
     def plan(self, stage: str) -> list[str]:
         """The partitions of ``stage``: short strings, each read by exactly one task (driver side)."""

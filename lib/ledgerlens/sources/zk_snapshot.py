@@ -181,6 +181,7 @@ class SnapshotPlan:
     nodes: int
     bytes: int
     overlay: dict[str, _Change] = field(default_factory=dict)
+    clusters: list[str] = field(default_factory=list)
 
 
 _PLANS: dict[tuple[Any, ...], SnapshotPlan] = {}
@@ -209,6 +210,7 @@ class ZooKeeperSnapshot(InventorySource):
     managed_ledgers_root: str = "/managed-ledgers"
     schemas_root: str = "/schemas"
     policies_root: str = "/admin/policies"
+    clusters_root: str = "/admin/clusters"
     provides: tuple[str, ...] = BOOKKEEPER_STAGES + PULSAR_STAGES
     chunk_nodes: int = _CHUNK_NODES
     kind: str = "zk-snapshot"
@@ -260,7 +262,9 @@ class ZooKeeperSnapshot(InventorySource):
         older = [i for i, (z, _) in enumerate(logs) if z <= snap_zxid]
         chosen = logs[older[-1] if older else 0 :]
         roots = self._roots()
-        wanted = tuple(r + "/" for r in roots.values())
+        clusters_root = self.chroot.rstrip("/") + "/" + self.clusters_root.strip("/")
+        pulsar = any(s in PULSAR_STAGES for s in self.stages)
+        wanted = tuple(r + "/" for r in roots.values()) + ((clusters_root + "/",) if pulsar else ())
         overlay: dict[str, _Change] = {}
         last_zxid, last_time, replayed, prev = snap_zxid, None, 0, None
         newest = chosen[-1][1] if chosen else None
@@ -310,8 +314,19 @@ class ZooKeeperSnapshot(InventorySource):
             if cur_stage is not None and chunk_n:
                 parts[cur_stage].append(_encode(("chunk", chunk_start, end, chunk_changes)))
 
+        clusters: set[str] = set()
+
+        def cluster_of(path: str) -> str | None:
+            if not pulsar or not path.startswith(clusters_root + "/"):
+                return None
+            name = path[len(clusters_root) + 1 :]
+            return name if name and "/" not in name and name != "global" else None
+
         for node in reader.nodes():
             n_nodes += 1
+            name = cluster_of(node.path)
+            if name is not None and not (node.path in overlay and overlay[node.path].deleted):
+                clusters.add(name)
             stage = next((s for s, r in order if node.path == r or node.path.startswith(r + "/")), None)
             if stage != cur_stage or (not compressed and chunk_n >= self.chunk_nodes):
                 flush(node.offset)
@@ -337,6 +352,9 @@ class ZooKeeperSnapshot(InventorySource):
             }
             if extra:
                 parts[stage].append(_encode(("created", 0, 0, extra)))
+        clusters.update(
+            n for p, c in overlay.items() if c.full and not c.deleted and (n := cluster_of(p)) is not None
+        )
         if "namespace_policies" in parts and len(parts["namespace_policies"]) > 1:
             parts["namespace_policies"] = [_encode(("all", parts["namespace_policies"]))]
         return SnapshotPlan(
@@ -352,10 +370,16 @@ class ZooKeeperSnapshot(InventorySource):
             nodes=n_nodes,
             bytes=os.path.getsize(snap_path),
             overlay=overlay,
+            clusters=sorted(clusters),
         )
 
     def check(self) -> None:
         self.prepare()
+
+    def clusters(self) -> list[str] | None:
+        if not any(s in PULSAR_STAGES for s in self.stages):
+            return None
+        return list(self.prepare().clusters)
 
     def reads(self) -> _SnapshotReads:
         """Point reads of the replayed tree (re-verification against this point in time)."""

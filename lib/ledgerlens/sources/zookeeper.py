@@ -990,6 +990,17 @@ class LiveZooKeeper(InventorySource):
         client.stop()
         client.close()
 
+    def clusters(self) -> list[str] | None:
+        if not any(s in PULSAR_STAGES for s in self.stages):
+            return None
+        client = self._connect()
+        try:
+            names = _children(client, self.zk.clusters_root) or []
+        finally:
+            client.stop()
+            client.close()
+        return sorted(c for c in names if c != "global")
+
     def plan(self, stage: str) -> list[str]:
         client = self._connect()
         try:
