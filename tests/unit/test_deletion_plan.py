@@ -133,7 +133,7 @@ def test_plan_keeps_only_safe_items(audit_dir: Path) -> None:
     assert [o["key"] for o in obj["expected"]["objects"]] == [f"{UUID}-ledger-21", f"{UUID}-ledger-21-index"]
     assert obj["expected"]["objects"][0]["etag"] == '"e1"' and obj["bytes"] == 5300
     assert plan["totals"] == {"items": 3, "bytes": 1011 + 1012 + 5300, "delete_ledger": 2, "delete_object": 1,
-                              "load_topic": 0}  # fmt: skip
+                              "load_topic": 0, "delete_remote_segment": 0}  # fmt: skip
     assert plan["as_of_ms"] == NOW - 60_000 and plan["created_ms"] == NOW and plan["auditor"] == "alice"
 
 

@@ -158,6 +158,20 @@ def add_parsers(sub: Any) -> None:
     d.add_argument(
         "--ledgers-root", default=None, metavar="PATH", help="BookKeeper ledgers root (default /ledgers)"
     )
+    k = d.add_argument_group("Kafka remote segments (plans of 'ledgerlens kafka-audit' findings)")
+    k.add_argument(
+        "--kafka-bootstrap-servers",
+        default=None,
+        metavar="HOST:PORT",
+        help="the Kafka cluster whose __remote_log_metadata topic is re-read before each deletion",
+    )
+    k.add_argument("--kafka-metadata-dump", default=None, metavar="FILE", help="... or a dump of that topic")
+    k.add_argument(
+        "--kafka-s3-endpoint",
+        default=None,
+        metavar="URL",
+        help="S3 endpoint of the Kafka remote storage (the bucket and prefix come from the approved plan)",
+    )
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -274,6 +288,9 @@ def deleter_config(args: argparse.Namespace) -> Any:
         cluster_name=settings["pulsar.cluster-name"] or None,
         textfile=args.metrics_textfile,
         pulsar_token=settings.admin_token(),
+        kafka_bootstrap_servers=args.kafka_bootstrap_servers,
+        kafka_metadata_dump=args.kafka_metadata_dump,
+        kafka_s3_endpoint=args.kafka_s3_endpoint,
     )
 
 

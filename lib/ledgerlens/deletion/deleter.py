@@ -73,6 +73,9 @@ class DeleterConfig:
     cluster_name: str | None = None
     textfile: str | None = None
     pulsar_token: Any = None  # config.SecretRef of the Pulsar token (broker and admin API), by reference
+    kafka_bootstrap_servers: str | None = None  # Kafka remote segments: the metadata topic's cluster
+    kafka_metadata_dump: str | None = None  # ... or a dump of the metadata topic
+    kafka_s3_endpoint: str | None = None  # S3 endpoint of the Kafka remote storage
     instance: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
 
@@ -134,6 +137,7 @@ class Deleter:
         self._last_message = time.monotonic()
         self.zookeeper_clients: list[Any] = []  # the live sessions (tests expire them)
         self._error: BaseException | None = None  # a worker's unexpected error stops every worker
+        self._kafka: Any = None  # verify_kafka.KafkaLive, made on the first Kafka item
 
     # -- approvals ---------------------------------------------------------------------------------
 
@@ -396,10 +400,41 @@ class Deleter:
                     )
                     for w, (verdict, keys) in zip(group, res, strict=True):
                         self._apply(w, verdict, keys)
+                elif action == "delete_remote_segment":
+                    live = self._kafka_live()
+                    if live is None:
+                        for w in group:
+                            w.outcome = "failed"
+                            w.reason = (
+                                "no Kafka metadata (--kafka-bootstrap-servers or --kafka-metadata-dump)"
+                            )
+                        continue
+                    from ledgerlens.deletion.verify_kafka import verify_remote_segments
+
+                    res_k = verify_remote_segments(
+                        items, live, self.cfg.s3.max_in_flight if self.cfg.s3 else 16
+                    )
+                    for w, (verdict, keys) in zip(group, res_k, strict=True):
+                        self._apply(w, verdict, keys)
                 else:
                     res_t = v.verify_loads(items, reader, deleted)
                     for w, verdict in zip(group, res_t, strict=True):
                         self._apply(w, verdict, True)
+
+    def _kafka_live(self) -> Any:
+        """The Kafka metadata reader (one per deleter: its fold is incremental), or None."""
+        if not (self.cfg.kafka_bootstrap_servers or self.cfg.kafka_metadata_dump):
+            return None
+        with self._lock:
+            if self._kafka is None:
+                from ledgerlens.deletion.verify_kafka import KafkaLive
+
+                self._kafka = KafkaLive(
+                    bootstrap_servers=self.cfg.kafka_bootstrap_servers,
+                    dump=self.cfg.kafka_metadata_dump,
+                    endpoint_url=self.cfg.kafka_s3_endpoint,
+                )
+            return self._kafka
 
     @staticmethod
     def _apply(w: _Work, verdict: v.Verdict, act: Any) -> None:
@@ -447,11 +482,34 @@ class Deleter:
             except Exception as e:  # noqa: BLE001 - S3 down or refusing: retried
                 w.outcome, w.reason = "failed", f"S3 delete failed: {type(e).__name__}: {e}"[:300]
 
+        remote = [
+            w for w in work if w.act is not None and w.item and w.item["action"] == "delete_remote_segment"
+        ]
+
+        def delete_remote(w: _Work) -> None:
+            from ledgerlens.deletion.verify_kafka import delete_remote_objects
+
+            try:
+                delete_remote_objects(w.item or {}, w.act, self._kafka_live())
+                w.outcome, w.reason = "deleted", f"deleted {', '.join(w.act)}"
+            except Exception as e:  # noqa: BLE001 - store down or refusing: retried
+                w.outcome, w.reason = "failed", f"remote storage delete failed: {type(e).__name__}: {e}"[:300]
+
+        objects += remote
         if objects:
             with ThreadPoolExecutor(
                 max_workers=max(1, self.cfg.s3.max_in_flight if self.cfg.s3 else 4)
             ) as pool:
-                list(pool.map(delete_keys, objects))
+                list(
+                    pool.map(
+                        lambda w: (
+                            delete_remote
+                            if w.item and w.item["action"] == "delete_remote_segment"
+                            else delete_keys
+                        )(w),
+                        objects,
+                    )
+                )
 
         for w in work:
             if w.act is not None and w.item and w.item["action"] == "load_topic":
@@ -584,7 +642,9 @@ class Deleter:
             t = w.type
             mt.received.labels(type=t).inc()
             if w.outcome == "deleted":
-                (mt.deleted_ledgers if t == "ledger" else mt.deleted_offload_copies).inc()
+                {"ledger": mt.deleted_ledgers, "remote_segment": mt.deleted_remote_segments}.get(
+                    t, mt.deleted_offload_copies
+                ).inc()
             elif w.outcome == "loaded":
                 mt.loaded_topics.inc()
             elif w.outcome == "already_gone":

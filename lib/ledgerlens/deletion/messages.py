@@ -39,8 +39,18 @@ COMPONENTS: dict[str, int] = {
     "compacted-ledger": pb.COMPACTED_LEDGER,
     "offload": pb.MANAGED_LEDGER,
 }
-LEDGER_TYPES = {"delete_ledger": pb.LEDGER, "delete_object": pb.OFFLOAD_LEDGER, "load_topic": pb.LOAD_TOPIC}
-TYPE_NAMES = {pb.LEDGER: "ledger", pb.OFFLOAD_LEDGER: "offload", pb.LOAD_TOPIC: "topic"}
+LEDGER_TYPES = {
+    "delete_ledger": pb.LEDGER,
+    "delete_object": pb.OFFLOAD_LEDGER,
+    "load_topic": pb.LOAD_TOPIC,
+    "delete_remote_segment": pb.REMOTE_SEGMENT,
+}
+TYPE_NAMES = {
+    pb.LEDGER: "ledger",
+    pb.OFFLOAD_LEDGER: "offload",
+    pb.LOAD_TOPIC: "topic",
+    pb.REMOTE_SEGMENT: "remote_segment",
+}
 
 # message properties (also readable without decoding the payload)
 PROP_PLAN = "ledgerlens.plan_hash"
@@ -81,6 +91,12 @@ def item_to_message(item: Mapping[str, Any], plan_hash: str) -> pb.PendingDelete
     msg.findingKind = str(finding.get("kind") or "")
     if item.get("bytes") is not None:
         msg.expectedBytes = int(item["bytes"])
+    if action == "delete_remote_segment":  # a Kafka segment: its topic, first object and store
+        if exp.get("topic"):
+            msg.topicName = str(exp["topic"])
+        msg.objectKey = str(exp["objects"][0]["key"])
+        msg.bucket = str(exp["store"])
+        return msg
     topic = _topic_of(item)
     if topic:
         msg.topicName = topic

@@ -1,7 +1,8 @@
 """Prometheus counters for every outcome PIP-186 lists, per process, served over HTTP or a textfile.
 
 Counters (all ``ledgerlens_deletion_*_total``): ``sent`` and ``received`` (label ``type``: ledger,
-offload, topic), ``deleted_ledgers``, ``deleted_offload_copies``, ``loaded_topics``,
+offload, topic, remote_segment), ``deleted_ledgers``, ``deleted_offload_copies``,
+``deleted_remote_segments`` (Kafka), ``loaded_topics``,
 ``already_gone`` (``type``), ``failed`` (``type``), ``retried``, ``dead_lettered``,
 ``skipped_in_use`` (``type``), ``skipped_mismatch`` (``type``, ``reason``: unapproved, forged,
 changed, foreign), ``acked``. Gauge ``ledgerlens_deletion_in_flight``: the subscription backlog of
@@ -36,6 +37,9 @@ class DeletionMetrics:
         self.deleted_ledgers = c("deleted_ledgers", "BookKeeper ledgers deleted (ledger znode removed)")
         self.deleted_offload_copies = c("deleted_offload_copies", "offload copies deleted (data and index)")
         self.loaded_topics = c("loaded_topics", "topics loaded so that the broker trims them")
+        self.deleted_remote_segments = c(
+            "deleted_remote_segments", "Kafka remote log segments whose objects were deleted"
+        )
         self.already_gone = c(
             "already_gone", "items already deleted when their message came (success)", ("type",)
         )

@@ -42,11 +42,19 @@ PLAN_FORMAT = "ledgerlens-deletion-plan/1"
 
 DELETE_KINDS: dict[str, str] = {"orphan_ledger": "delete_ledger", "orphan_offload_object": "delete_object"}
 LOAD_KINDS: dict[str, str] = {"retention_overdue": "load_topic", "offloaded_not_deleted": "load_topic"}
-PLANNABLE_KINDS: dict[str, str] = {**DELETE_KINDS, **LOAD_KINDS}
+# Kafka (KIP-405) objects no live segment metadata names; the finding's action is delete_object,
+# the plan item's delete_remote_segment (the segment's objects together, re-verified against the
+# Kafka metadata by ledgerlens.deletion.verify_kafka).
+KAFKA_KINDS: dict[str, str] = {
+    "remote_segment_orphan_object": "delete_object",
+    "remote_segment_deleted_partition_object": "delete_object",
+}
+PLANNABLE_KINDS: dict[str, str] = {**DELETE_KINDS, **LOAD_KINDS, **KAFKA_KINDS}
 DEFAULT_KINDS: tuple[str, ...] = tuple(DELETE_KINDS)
+KAFKA_DEFAULT_KINDS: tuple[str, ...] = tuple(KAFKA_KINDS)  # the default of a Kafka audit's findings
 # Kinds that must never reach a plan, whatever --kinds says (plus every foreign_* kind).
-NEVER_KINDS: frozenset[str] = frozenset({"unattributed_ledger"})
-ACTIONS: tuple[str, ...] = ("delete_ledger", "delete_object", "load_topic")
+NEVER_KINDS: frozenset[str] = frozenset({"unattributed_ledger", "remote_segment_foreign_object"})
+ACTIONS: tuple[str, ...] = ("delete_ledger", "delete_object", "load_topic", "delete_remote_segment")
 
 
 class PlanError(LedgerLensError):
@@ -384,6 +392,69 @@ def _offload_items(
     return items
 
 
+def _remote_segment_items(rows: Sequence[Mapping[str, Any]], refuse: _Refusals) -> list[dict[str, Any]]:
+    """One ``delete_remote_segment`` item per Kafka remote segment: its objects with size and ETag."""
+    groups: dict[str, list[tuple[Mapping[str, Any], dict[str, Any]]]] = {}
+    for row in rows:
+        ev = _evidence(row)
+        missing = [
+            k
+            for k in ("store", "layout", "topic_id", "partition", "segment_id", "etag")
+            if ev.get(k) in (None, "")
+        ]
+        if missing or not row.get("object_key") or row.get("bytes") is None:
+            refuse.add(
+                row, f"Kafka object finding without {', '.join(missing) or 'key or size'}: re-run the audit"
+            )
+            continue
+        if ev.get("corrupt_metadata_records"):
+            refuse.add(row, "the audit read metadata records that do not decode: nothing is provably unknown")
+            continue
+        gid = f"remote-segment:{ev['topic_id']}:{int(ev['partition'])}:{ev['segment_id']}"
+        groups.setdefault(gid, []).append((row, ev))
+    items = []
+    for gid, members in groups.items():
+        stores = {(ev["store"], ev["layout"]) for _, ev in members}
+        if len(stores) != 1:
+            for row, _ in members:
+                refuse.add(row, f"objects of one segment in different stores: {sorted(stores)}")
+            continue
+        members.sort(key=lambda m: str(m[0]["object_key"]))
+        first, ev = members[0]
+        items.append(
+            {
+                "item_id": gid,
+                "action": "delete_remote_segment",
+                "finding": _identity(first),
+                "findings": [_identity(r) for r, _ in members],
+                "tenant": None,
+                "namespace": None,
+                "topic": ev.get("topic"),
+                "age_seconds": min((r.get("age_seconds") or 0) for r, _ in members),
+                "bytes": sum(int(r.get("bytes") or 0) for r, _ in members),
+                "evidence": ev,
+                "expected": {
+                    "store": ev["store"],
+                    "layout": ev["layout"],
+                    "topic": ev.get("topic"),
+                    "topic_id": ev["topic_id"],
+                    "partition": int(ev["partition"]),
+                    "segment_id": ev["segment_id"],
+                    "objects": [
+                        {
+                            "key": str(r["object_key"]),
+                            "size": int(r["bytes"]),
+                            "etag": str(e["etag"]),
+                            "role": e.get("role"),
+                        }
+                        for r, e in members
+                    ],
+                },
+            }
+        )
+    return items
+
+
 def _load_items(rows: Sequence[Mapping[str, Any]], refuse: _Refusals) -> list[dict[str, Any]]:
     """One ``load_topic`` item per managed ledger; its findings' ledgers are the evidence."""
     from ledgerlens.formats.names import managed_ledger_to_topic
@@ -447,7 +518,9 @@ def build_plan(
     filters
         Conditions every planned finding must meet (:func:`parse_filter`), all of them.
     """
-    wanted = tuple(dict.fromkeys(kinds)) if kinds else DEFAULT_KINDS
+    audit = AuditOutput.read(findings_dir)
+    kafka = audit.summary.get("system") == "kafka"
+    wanted = tuple(dict.fromkeys(kinds)) if kinds else (KAFKA_DEFAULT_KINDS if kafka else DEFAULT_KINDS)
     for k in wanted:
         if is_never_plannable(k):
             raise PlanError(
@@ -456,7 +529,6 @@ def build_plan(
         if k not in PLANNABLE_KINDS:
             raise PlanError(f"kind {k}: not plannable; plannable kinds: {', '.join(PLANNABLE_KINDS)}")
     flt = [f if isinstance(f, Filter) else parse_filter(f) for f in filters]
-    audit = AuditOutput.read(findings_dir)
     tenants = audited_tenants(audit)
     deleted = deleted_tenants(audit.summary)
     refuse = _Refusals([])
@@ -475,6 +547,9 @@ def build_plan(
             continue
         if row.get("action") != PLANNABLE_KINDS[kind]:
             refuse.add(row, f"action is {row.get('action')!r}, not {PLANNABLE_KINDS[kind]!r}")
+            continue
+        if kind in KAFKA_KINDS:  # ownership: the audit found the topic id in this cluster's metadata
+            candidates[kind].append(dict(row))
             continue
         tenant = _tenant_of(row)
         if not tenant:
@@ -521,6 +596,9 @@ def build_plan(
     loads = [r for k in LOAD_KINDS for r in candidates.get(k, [])]
     if loads:
         items.extend(_load_items(loads, refuse))
+    remote = [r for k in KAFKA_KINDS for r in candidates.get(k, [])]
+    if remote:
+        items.extend(_remote_segment_items(remote, refuse))
 
     items.sort(key=lambda i: (ACTIONS.index(i["action"]), i["item_id"]))
     ids_seen = [i["item_id"] for i in items]
@@ -591,7 +669,8 @@ def format_plan(plan: Mapping[str, Any]) -> str:
     lines = [
         f"plan {plan['plan_hash']}",
         f"  {t['items']} items, {human_bytes(t['bytes'])}: {t['delete_ledger']} ledgers, "
-        f"{t['delete_object']} offload copies, {t['load_topic']} topics to load",
+        f"{t['delete_object']} offload copies, {t['load_topic']} topics to load"
+        + (f", {t['delete_remote_segment']} Kafka remote segments" if t.get("delete_remote_segment") else ""),
     ]
     if plan.get("refused"):
         reasons: dict[str, int] = {}

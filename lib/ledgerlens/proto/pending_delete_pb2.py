@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import managed_ledger_pb2 as managed__ledger__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14pending_delete.proto\x12\x13ledgerlens.deletion\x1a\x14managed_ledger.proto\"\x94\x03\n\x17PendingDeleteLedgerInfo\x12\x11\n\ttopicName\x18\x01 \x01(\t\x12=\n\x0fledgerComponent\x18\x02 \x01(\x0e\x32$.ledgerlens.deletion.LedgerComponent\x12\x33\n\nledgerType\x18\x03 \x01(\x0e\x32\x1f.ledgerlens.deletion.LedgerType\x12\x10\n\x08ledgerId\x18\x04 \x01(\x03\x12.\n\x07\x63ontext\x18\x05 \x01(\x0b\x32\x1d.ledgerlens.ml.OffloadContext\x12\x12\n\ncursorName\x18\x06 \x01(\t\x12\x10\n\x08schemaId\x18\x07 \x01(\t\x12\x19\n\x11managedLedgerName\x18\x08 \x01(\t\x12\x11\n\tobjectKey\x18\t \x01(\t\x12\x0e\n\x06\x62ucket\x18\n \x01(\t\x12\x10\n\x08planHash\x18\x0b \x01(\t\x12\x13\n\x0b\x66indingKind\x18\x0c \x01(\t\x12\x15\n\rexpectedBytes\x18\r \x01(\x03\x12\x0e\n\x06itemId\x18\x0e \x01(\t*}\n\x0fLedgerComponent\x12\x12\n\x0eMANAGED_LEDGER\x10\x01\x12\x12\n\x0eMANAGED_CURSOR\x10\x02\x12\x12\n\x0eSCHEMA_STORAGE\x10\x03\x12\x18\n\x14\x44\x45LAYED_INDEX_BUCKET\x10\x04\x12\x14\n\x10\x43OMPACTED_LEDGER\x10\x05*<\n\nLedgerType\x12\n\n\x06LEDGER\x10\x01\x12\x12\n\x0eOFFLOAD_LEDGER\x10\x02\x12\x0e\n\nLOAD_TOPIC\x10\x03')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14pending_delete.proto\x12\x13ledgerlens.deletion\x1a\x14managed_ledger.proto\"\x94\x03\n\x17PendingDeleteLedgerInfo\x12\x11\n\ttopicName\x18\x01 \x01(\t\x12=\n\x0fledgerComponent\x18\x02 \x01(\x0e\x32$.ledgerlens.deletion.LedgerComponent\x12\x33\n\nledgerType\x18\x03 \x01(\x0e\x32\x1f.ledgerlens.deletion.LedgerType\x12\x10\n\x08ledgerId\x18\x04 \x01(\x03\x12.\n\x07\x63ontext\x18\x05 \x01(\x0b\x32\x1d.ledgerlens.ml.OffloadContext\x12\x12\n\ncursorName\x18\x06 \x01(\t\x12\x10\n\x08schemaId\x18\x07 \x01(\t\x12\x19\n\x11managedLedgerName\x18\x08 \x01(\t\x12\x11\n\tobjectKey\x18\t \x01(\t\x12\x0e\n\x06\x62ucket\x18\n \x01(\t\x12\x10\n\x08planHash\x18\x0b \x01(\t\x12\x13\n\x0b\x66indingKind\x18\x0c \x01(\t\x12\x15\n\rexpectedBytes\x18\r \x01(\x03\x12\x0e\n\x06itemId\x18\x0e \x01(\t*}\n\x0fLedgerComponent\x12\x12\n\x0eMANAGED_LEDGER\x10\x01\x12\x12\n\x0eMANAGED_CURSOR\x10\x02\x12\x12\n\x0eSCHEMA_STORAGE\x10\x03\x12\x18\n\x14\x44\x45LAYED_INDEX_BUCKET\x10\x04\x12\x14\n\x10\x43OMPACTED_LEDGER\x10\x05*P\n\nLedgerType\x12\n\n\x06LEDGER\x10\x01\x12\x12\n\x0eOFFLOAD_LEDGER\x10\x02\x12\x0e\n\nLOAD_TOPIC\x10\x03\x12\x12\n\x0eREMOTE_SEGMENT\x10\x04')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,7 +35,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEDGERCOMPONENT']._serialized_start=474
   _globals['_LEDGERCOMPONENT']._serialized_end=599
   _globals['_LEDGERTYPE']._serialized_start=601
-  _globals['_LEDGERTYPE']._serialized_end=661
+  _globals['_LEDGERTYPE']._serialized_end=681
   _globals['_PENDINGDELETELEDGERINFO']._serialized_start=68
   _globals['_PENDINGDELETELEDGERINFO']._serialized_end=472
 # @@protoc_insertion_point(module_scope)

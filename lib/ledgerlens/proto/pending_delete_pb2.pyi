@@ -20,6 +20,7 @@ class LedgerType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LEDGER: _ClassVar[LedgerType]
     OFFLOAD_LEDGER: _ClassVar[LedgerType]
     LOAD_TOPIC: _ClassVar[LedgerType]
+    REMOTE_SEGMENT: _ClassVar[LedgerType]
 MANAGED_LEDGER: LedgerComponent
 MANAGED_CURSOR: LedgerComponent
 SCHEMA_STORAGE: LedgerComponent
@@ -28,6 +29,7 @@ COMPACTED_LEDGER: LedgerComponent
 LEDGER: LedgerType
 OFFLOAD_LEDGER: LedgerType
 LOAD_TOPIC: LedgerType
+REMOTE_SEGMENT: LedgerType
 
 class PendingDeleteLedgerInfo(_message.Message):
     __slots__ = ("topicName", "ledgerComponent", "ledgerType", "ledgerId", "context", "cursorName", "schemaId", "managedLedgerName", "objectKey", "bucket", "planHash", "findingKind", "expectedBytes", "itemId")
