@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ledgerlens.audit.findings import KINDS, PULSAR_KINDS
+from ledgerlens.audit.findings import KAFKA_KINDS, KINDS, PULSAR_KINDS
 from ledgerlens.report import explanations as ex
 
 pytestmark = pytest.mark.unit
@@ -22,19 +22,115 @@ def row(**kw: Any) -> dict[str, Any]:
 
 def test_every_kind_has_an_explainer_and_a_rule_section() -> None:
     """Add an explainer (report/explanations.py) and a ``### `kind` `` section (docs/audit-rules.md)."""
-    missing = [k for k in PULSAR_KINDS if k not in ex.EXPLAINERS]
+    missing = [k for k in KINDS if k not in ex.EXPLAINERS]
     assert not missing, f"kinds without an explainer in ledgerlens.report.explanations: {missing}"
     sections = ex.rule_sections()
     assert sections, "docs/audit-rules.md not found next to the library"
-    no_section = [k for k in PULSAR_KINDS if not sections.get(k)]
+    no_section = [k for k in KINDS if not sections.get(k)]
     assert not no_section, f"kinds without a '### `kind`' section in docs/audit-rules.md: {no_section}"
+    assert set(KAFKA_KINDS) <= set(KINDS) and set(PULSAR_KINDS) <= set(KINDS)
 
 
-def test_kafka_kinds_explain_through_the_fallback_until_they_have_their_own() -> None:
-    """The KIP-405 kinds (docs elsewhere) get the generic explanation: their evidence's problem."""
-    for kind in (k for k in KINDS if k not in PULSAR_KINDS and k not in ex.EXPLAINERS):
-        e = ex.explain({"kind": kind, "object_key": "t-0/seg", "evidence": '{"problem": "stuck for 3 d"}'})
-        assert "stuck for 3 d" in e.reason and "t-0/seg" in e.next_step
+KAFKA_WHERE = {"bootstrap_servers": "kafka1:9092", "s3_endpoint": "http://s3.local:9000"}
+SEGMENT = {
+    "store": "s3://tiered/kafka/",
+    "topic": "orders",
+    "topic_id": "Xy1",
+    "partition": 3,
+    "segment_id": "SEG9",
+    "start_offset": 100,
+    "end_offset": 199,
+    "metadata_partition": 7,
+    "metadata_offset": 42,
+}
+
+
+@pytest.mark.parametrize("kind", KAFKA_KINDS)
+def test_kafka_kinds_have_their_own_explanation(kind: str) -> None:
+    """Each KIP-405 kind: its own reason with the segment's names, Kafka commands, its rule link."""
+    e = ex.explain(
+        row(
+            kind=kind,
+            severity="warning",
+            component="kafka-remote",
+            path="orders-3/SEG9",
+            object_key="kafka/orders-Xy1/3/00000000000000000100-SEG9.log",
+            bytes=2048,
+            age_seconds=3 * 86400,
+            action="investigate",
+            evidence={
+                **SEGMENT,
+                "role": "log",
+                "missing_roles": ["indexes"],
+                "records": 5000,
+                "live_segments": 2,
+                "records_per_live_segment": 2500.0,
+            },  # fmt: skip
+        ),
+        KAFKA_WHERE,
+    )
+    generic = ex._generic(ex.Finding({"kind": kind}))[0].split(" on ")[0]
+    assert not e.reason.startswith(generic), e.reason  # not the generic fallback
+    assert e.rule == f"docs/audit-rules.md#{kind}"
+    text = e.reason + "\n" + e.next_step
+    if kind != "remote_segment_metadata_growth":
+        assert "orders" in text and ("SEG9" in text or "orders-3" in text), text
+    assert "zookeeper-shell" not in e.next_step and "pulsar-admin" not in e.next_step
+    assert "kafka1:9092" in e.next_step or "aws s3api" in e.next_step, e.next_step
+
+
+def test_kafka_object_commands_name_the_store() -> None:
+    orphan = row(
+        kind="remote_segment_orphan_object",
+        object_key="kafka/orders-Xy1/3/00000000000000000100-SEG9.log",
+        bytes=10,
+        action="delete_object",
+        evidence={**SEGMENT, "role": "log", "corrupt_metadata_records": 0},
+    )
+    e = ex.explain(orphan, KAFKA_WHERE)
+    key = "kafka/orders-Xy1/3/00000000000000000100-SEG9.log"
+    assert (
+        f"aws s3api delete-object --endpoint-url http://s3.local:9000 --bucket tiered --key {key}"
+        in e.next_step
+    )
+    assert "kafka-topics.sh --bootstrap-server kafka1:9092 --describe --topic orders" in e.next_step
+    # a corrupt metadata record may name the segment: no delete command then
+    blind = dict(orphan, evidence=json.dumps({**SEGMENT, "corrupt_metadata_records": 2}))
+    assert "delete-object" not in ex.explain(blind, KAFKA_WHERE).next_step
+    local = dict(orphan, evidence=json.dumps({**SEGMENT, "store": "file:///data/kafka-tiered-storage"}))
+    assert f"ls -l /data/kafka-tiered-storage/{key}" in ex.explain(local, KAFKA_WHERE).next_step
+    missing = ex.explain(
+        row(
+            kind="remote_segment_missing_object",
+            severity="critical",
+            object_key=key,
+            evidence={**SEGMENT, "missing_roles": ["indexes", "rsm-manifest"]},
+        ),  # fmt: skip
+        KAFKA_WHERE,
+    )
+    assert "indexes, rsm-manifest" in missing.reason and "offsets 100 to 199" in missing.reason
+    assert "get-bucket-lifecycle-configuration --bucket tiered" in missing.next_step
+
+
+def test_kafka_corrupt_record_reads_it_with_kafkas_formatter() -> None:
+    e = ex.explain(
+        row(
+            kind="corrupt_metadata",
+            severity="critical",
+            component="kafka-remote",
+            path="__remote_log_metadata/7@42",
+            evidence={
+                "metadata_topic": "__remote_log_metadata",
+                "metadata_partition": 7,
+                "metadata_offset": 42,
+                "problem": "truncated record",
+            },  # fmt: skip
+        ),
+        KAFKA_WHERE,
+    )
+    assert "truncated record" in e.reason and "__remote_log_metadata/7@42" in e.reason
+    assert "--partition 7 --offset 42 --max-messages 1" in e.next_step
+    assert "RemoteLogMetadataFormatter" in e.next_step and "zookeeper-shell" not in e.next_step
 
 
 def test_corrupt_metadata_says_why_and_where() -> None:
