@@ -411,7 +411,9 @@ def collect_inventory(
     counters = spark.sparkContext.accumulator({}, _Counters())
     listing = next((x for x in srcs if isinstance(x, S3Listing)), None)
     verify = verify_offload and listing is not None and "offload_objects" in stages
-    bar = stage_bar(progress, len(stages) + int(verify))
+    bk_zk = sources if isinstance(sources, ZooKeeperSource) else getattr(bk[0], "zk", None)
+    read_bookies = bookie is not None and isinstance(bk_zk, ZooKeeperSource) and "managed_ledgers" in stages
+    bar = stage_bar(progress, len(stages) + int(verify) + int(read_bookies))
     try:
         for stage in stages:
             bar.set_description(f"collect {stage}")
@@ -436,25 +438,29 @@ def collect_inventory(
             _verify_offload(spark, listing.s3, deep_offload_check, out_dir, inv, counters)
             inv.timings["offload_segments"] = time.perf_counter() - t0
             bar.update(1)
+        if read_bookies and isinstance(bk_zk, ZooKeeperSource) and bookie is not None:
+            # bookie reads: bucket snapshots and cursor-ledger positions (ledger metadata from ZooKeeper)
+            bar.set_description("collect bookies")
+            t0 = time.perf_counter()
+            if "cursors" in inv.tables:
+                for kind in ("bucket_snapshots", "cursor_positions"):
+                    path = table_path(out_dir, kind)
+                    items_df = _bookie_items(spark, inv.tables["cursors"], kind)
+                    n = max(
+                        1, min(bookie.tasks or 2 * spark.sparkContext.defaultParallelism, items_df.count())
+                    )
+                    fn = _bookie_task(bk_zk, bookie, kind, counters)
+                    _write(items_df.repartition(n).mapInArrow(fn, schemas.INVENTORY[kind]), path)
+                    inv.tables[kind] = path
+            inv.timings["bookies"] = time.perf_counter() - t0
+            bar.update(1)
     finally:
         bar.close()
     if not inv.s3_scanned:
         _delete(spark, table_path(out_dir, "offload_objects"))  # no stale table from an earlier run
     if "offload_segments" not in inv.tables:
         _delete(spark, table_path(out_dir, "offload_segments"))
-    bk_zk = sources if isinstance(sources, ZooKeeperSource) else getattr(bk[0], "zk", None)
-    if bookie is not None and isinstance(bk_zk, ZooKeeperSource) and "cursors" in inv.tables:
-        # bookie reads: bucket snapshots and cursor-ledger positions (ledger metadata from ZooKeeper)
-        t0 = time.perf_counter()
-        for kind in ("bucket_snapshots", "cursor_positions"):
-            path = table_path(out_dir, kind)
-            items_df = _bookie_items(spark, inv.tables["cursors"], kind)
-            n = max(1, min(bookie.tasks or 2 * spark.sparkContext.defaultParallelism, items_df.count()))
-            fn = _bookie_task(bk_zk, bookie, kind, counters)
-            _write(items_df.repartition(n).mapInArrow(fn, schemas.INVENTORY[kind]), path)
-            inv.tables[kind] = path
-        inv.timings["bookies"] = time.perf_counter() - t0
-    else:
+    if "cursor_positions" not in inv.tables:
         for kind in ("bucket_snapshots", "cursor_positions"):
             _delete(spark, table_path(out_dir, kind))
     inv.sources = [x.describe() for x in srcs]

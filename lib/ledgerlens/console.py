@@ -179,6 +179,13 @@ class Progress:
         finally:
             self.end()
 
+    def set_steps(self, steps: int) -> None:
+        """The current phase has ``steps`` steps after all (known once its work is planned)."""
+        with self._lock:
+            self._steps = max(1, steps)
+            self._step = min(self._step, self._steps)
+        self._render()
+
     def start_step(self, label: str) -> None:
         """Say what the current step is doing (``bk_ledgers``, ``rules``)."""
         with self._lock:
@@ -191,7 +198,8 @@ class Progress:
             self._step = min(self._steps, self._step + 1)
             done_label = label or self._label
             self._label = ""
-        self._render(line=f"{self._phase} {done_label}".strip())
+            count = f" {self._step}/{self._steps}" if self._steps > 1 else ""
+        self._render(line=f"{self._phase}{count} {done_label}".strip())
 
     def note(self, text: str) -> None:
         """Counts shown beside the bar (``'12,345 ledgers scanned'``)."""
@@ -229,7 +237,9 @@ class Progress:
 
     def _desc(self) -> str:
         label = f" {self._label}" if self._label else ""
-        return f"{self._phase}{label}"
+        running = self._phase and self._phase not in self.timings and self._steps > 1
+        count = f" {min(self._step + 1, self._steps)}/{self._steps}" if running and self._label else ""
+        return f"{self._phase}{count}{label}"
 
     def _tick(self, every: float) -> None:
         while not self._stop.wait(every):
@@ -251,11 +261,13 @@ class Progress:
 
 
 class _Stages:
-    """tqdm's ``set_description`` / ``update`` / ``close`` over a ``Progress`` phase (collection stages)."""
+    """tqdm's ``set_description`` / ``update`` / ``close`` over a ``Progress`` phase (collection stages):
+    the phase gets exactly ``total`` steps."""
 
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: Progress, total: int) -> None:
         self._p = progress
         self._label = ""
+        progress.set_steps(total)
 
     def set_description(self, desc: str, refresh: bool = True) -> None:
         self._label = desc.split(" ", 1)[-1]
@@ -273,7 +285,7 @@ def stage_bar(progress: bool | Progress, total: int, unit: str = "stage") -> Any
     """A tqdm-like bar for the stages of one phase: inside ``progress`` when it is a ``Progress``,
     else a tqdm bar of its own (disabled when ``progress`` is false)."""
     if isinstance(progress, Progress):
-        return _Stages(progress)
+        return _Stages(progress, total)
     from tqdm.auto import tqdm
 
     return tqdm(total=total, disable=not progress, unit=unit)

@@ -195,7 +195,7 @@ def run(
 
     t0 = time.monotonic()
     cluster, clusters = audited_cluster(stores, cluster_name)
-    bar.begin("collect", steps=5 if s3 is not None else 4)
+    bar.begin("collect")  # collect_inventory sets its number of stages
     inventory = collect_inventory(
         spark,
         stores.sources(),

@@ -104,6 +104,11 @@ def test_audit_context_redacts_and_counts() -> None:
     assert c["scanned"] == {"bk_ledgers": 10, "managed_ledgers": 2}  # no scan statistics
     assert c["duration_s"] == 4.4 and c["as_of_ms"] == 1_795_000_000_000
     assert ctx.report_title(c) == "Pulsar storage audit: east, 2026-11-18 11:06 UTC"
+    # no name given: the single cluster the audit found under /admin/clusters names the report
+    found = ctx.audit_context(dict(summary(), cluster_name="west"), zk, s3, AuditConfig(as_of_ms=5))
+    assert found["cluster"] == "west" and found["cluster_named"]
+    nameless = ctx.audit_context(summary(), zk, s3, AuditConfig(as_of_ms=5))
+    assert nameless["cluster"] == "zk1:2181/pulsar" and not nameless["cluster_named"]
 
 
 # --- findings ----------------------------------------------------------------------------------------
@@ -209,8 +214,8 @@ def test_progress_lines_cover_every_phase() -> None:
     lines = out.getvalue().splitlines()
     said = [re.sub(r"[0-9.]+ s$", "N s", ln.split("] ", 1)[1].split(" (")[0]) for ln in lines]
     assert said == [
-        "collect bk_ledgers",
-        "collect managed_ledgers",
+        "collect 1/2 bk_ledgers",
+        "collect 2/2 managed_ledgers",
         "collect done in N s",
         "audit done in N s",
         "re-verify done in N s",
@@ -218,6 +223,24 @@ def test_progress_lines_cover_every_phase() -> None:
     ]
     assert lines[2].startswith("[ 45%") and lines[-1].startswith("[100%")
     assert "(120 rows scanned)" in lines[2]
+
+
+def test_collection_stages_count_as_many_steps_as_they_are() -> None:
+    """The phase's step count is the stages actually run (set by the collector, not guessed)."""
+    out = io.StringIO()
+    p = console.Progress(file=out, bar=False)
+    p.begin("collect")
+    bar = console.stage_bar(p, 6)
+    for stage in ("bk_ledgers", "managed_ledgers", "schema_ledgers", "namespace_policies",
+                  "offload_objects", "offload_segments"):  # fmt: skip
+        bar.set_description(f"collect {stage}")
+        assert p._desc() == f"collect {p._step + 1}/6 {stage}"
+        bar.update(1)
+    bar.close()
+    assert p.percent() == pytest.approx(45.0)  # all of collection's share, not more, not less
+    p.end()
+    said = [ln.split("] ", 1)[1].split(" (")[0] for ln in out.getvalue().splitlines()]
+    assert said[0] == "collect 1/6 bk_ledgers" and said[5] == "collect 6/6 offload_segments"
 
 
 def test_progress_bar_ticks_and_reaches_100() -> None:

@@ -61,7 +61,8 @@ def audit_context(
     """The context of one audit run, JSON-able, without credentials.
 
     ``summary`` is the pipeline's summary (``AuditRun.summary``): counts scanned and timings
-    come from it.
+    come from it, and the cluster's name when ``cluster_name`` is not given (the single cluster
+    the audit found under ``/admin/clusters``).
     """
     counts = dict(summary.get("inventory_counts") or {})
     scanned = {t: int(counts[t]) for t in counts if t in SCANNED_TABLES or t in TABLE_LABELS}
@@ -69,6 +70,7 @@ def audit_context(
     phases = [k for k in ("collect", "audit", "reverify", "write") if k in timings]
     duration = float(timings.get("total") or sum(float(timings[k]) for k in phases))
     zookeeper = redact(zk.hosts) if zk is not None else "(metadata stores named otherwise)"
+    cluster_name = cluster_name or str(summary.get("cluster_name") or "")  # as found under /admin/clusters
     return {
         "cluster": cluster_name or zookeeper,
         "cluster_named": bool(cluster_name),
