@@ -24,12 +24,13 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip==26.3
-	# the SPDX license string keeps setuptools quiet; its editable-install notice is noise too
-	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[dev]'
-	rm -f $(VENV)/.installed-*
-	touch $@
+	@echo "setting up $(VENV) (Python packages from PyPI, a few minutes the first time)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip==26.3
+	@# the SPDX license string keeps setuptools quiet; its editable-install notice is noise too
+	@PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
 
 # A real Pulsar 4.0.8 standalone (ZooKeeper metadata, offload to a local S3 server), seeded with
 # real traffic and real failure paths, audited by the runbook headless; the report is the product.
