@@ -472,16 +472,6 @@ class Deleter:
                 w.outcome, w.reason = "failed", f"delete failed: {type(e).__name__}: {e}"[:300]
 
         objects = [w for w in work if w.act is not None and w.item and w.item["action"] == "delete_object"]
-
-        def delete_keys(w: _Work) -> None:
-            assert self.cfg.s3 is not None
-            try:
-                for key in w.act:
-                    s3.delete_object(Bucket=self.cfg.s3.bucket, Key=key)
-                w.outcome, w.reason = "deleted", f"deleted {', '.join(w.act)}"
-            except Exception as e:  # noqa: BLE001 - S3 down or refusing: retried
-                w.outcome, w.reason = "failed", f"S3 delete failed: {type(e).__name__}: {e}"[:300]
-
         remote = [
             w for w in work if w.act is not None and w.item and w.item["action"] == "delete_remote_segment"
         ]
@@ -495,21 +485,40 @@ class Deleter:
             except Exception as e:  # noqa: BLE001 - store down or refusing: retried
                 w.outcome, w.reason = "failed", f"remote storage delete failed: {type(e).__name__}: {e}"[:300]
 
-        objects += remote
-        if objects:
-            with ThreadPoolExecutor(
-                max_workers=max(1, self.cfg.s3.max_in_flight if self.cfg.s3 else 4)
-            ) as pool:
-                list(
-                    pool.map(
-                        lambda w: (
-                            delete_remote
-                            if w.item and w.item["action"] == "delete_remote_segment"
-                            else delete_keys
-                        )(w),
-                        objects,
-                    )
+        # offload copies: the batch's verified keys in DeleteObjects requests of up to 1,000 keys
+        chunks: list[list[_Work]] = [[]]
+        for w in objects:
+            if sum(len(x.act) for x in chunks[-1]) + len(w.act) > 1000:
+                chunks.append([])
+            chunks[-1].append(w)
+
+        def delete_chunk(ws: list[_Work]) -> None:
+            assert self.cfg.s3 is not None
+            keys = [k for w in ws for k in w.act]
+            try:
+                resp = s3.delete_objects(
+                    Bucket=self.cfg.s3.bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
                 )
+            except Exception as e:  # noqa: BLE001 - S3 down or refusing: every copy of the chunk retried
+                for w in ws:
+                    w.outcome, w.reason = "failed", f"S3 delete failed: {type(e).__name__}: {e}"[:300]
+                return
+            errors = {
+                str(x.get("Key")): f"{x.get('Code')}: {x.get('Message')}" for x in resp.get("Errors") or []
+            }
+            for w in ws:
+                bad = [f"{k} ({errors[k]})" for k in w.act if k in errors]
+                if bad:
+                    w.outcome, w.reason = "failed", f"S3 refused to delete {', '.join(bad)}"[:300]
+                else:
+                    w.outcome, w.reason = "deleted", f"deleted {', '.join(w.act)}"
+
+        tasks = [(delete_chunk, c) for c in chunks if c] + [(delete_remote, w) for w in remote]
+        if tasks:
+            with ThreadPoolExecutor(
+                max_workers=max(1, min(len(tasks), self.cfg.s3.max_in_flight if self.cfg.s3 else 4))
+            ) as pool:
+                list(pool.map(lambda t: t[0](t[1]), tasks))
 
         for w in work:
             if w.act is not None and w.item and w.item["action"] == "load_topic":
