@@ -545,6 +545,28 @@ def test_races_and_forgery_are_refused_and_journaled(del_env: DelEnv, tmp_path: 
     assert proc.returncode == 2 and "does not chain" in proc.stderr, proc.stderr
 
 
+def sandbox_config(state: dict[str, Any], **kw: Any) -> DeleterConfig:
+    """A deleter of the session sandbox, quick to give up when idle (dry run unless execute=True)."""
+    base = DeleterConfig(
+        zookeeper=state["zookeeper_hosts"],
+        service_url=state["service_url"],
+        web_url=state["web_url"],
+        until_idle_s=5,
+        retry_delay_s=1,
+        max_attempts=3,
+    )
+    return dataclasses.replace(base, **kw)
+
+
+def publish_approval(state: dict[str, Any], approval: Path, journal: Journal) -> int:
+    """Phase 1 of ``approval`` on the sandbox; the number of messages sent."""
+    client = pulsar_client(state["service_url"])
+    try:
+        return int(publish(approval, journal, client).sent)
+    finally:
+        client.close()
+
+
 def test_fabricated_orphans_deleted_on_the_shared_sandbox(pulsar_env: Any, tmp_path: Path) -> None:
     """The whole flow on the session's sandbox, fast (in ``make test``): orphans fabricated in a tenant
     of their own (real wire formats) and decoys beside them; plan, approve, publish, dry run, execute.
@@ -575,21 +597,8 @@ def test_fabricated_orphans_deleted_on_the_shared_sandbox(pulsar_env: Any, tmp_p
         approve(write_plan(plan, tmp_path / "plan.json"), journal, plan_hash_given=plan["plan_hash"],
                 approver="frank", reason="fast e2e", out=tmp_path / "approval.json")  # fmt: skip
         before = snapshot(zk, s3, bucket)
-        client = pulsar_client(state["service_url"])
-        try:
-            assert publish(tmp_path / "approval.json", journal, client).sent == 48
-        finally:
-            client.close()
-        cfg = DeleterConfig(
-            zookeeper=state["zookeeper_hosts"],
-            service_url=state["service_url"],
-            web_url=state["web_url"],
-            s3=S3Source(bucket, endpoint_url=state["s3_endpoint"]),
-            until_idle_s=5,
-            retry_delay_s=1,
-            max_attempts=3,
-            batch_size=20,
-        )
+        assert publish_approval(state, tmp_path / "approval.json", journal) == 48
+        cfg = sandbox_config(state, s3=S3Source(bucket, endpoint_url=state["s3_endpoint"]), batch_size=20)
         dry = Deleter(cfg, journal).run()
         assert dry.outcomes == Counter({"would_delete": 48})
         assert_untouched(before, snapshot(zk, s3, bucket))
@@ -644,21 +653,9 @@ def test_kafka_segments_through_publish_and_deleter(pulsar_env: Any, spark: Any,
     leaks.learn()
     leaks.rewrite()
     before = leaks.inventory()
-    client = pulsar_client(state["service_url"])
-    try:
-        assert publish(tmp_path / "approval.json", journal, client).sent == 4
-    finally:
-        client.close()
-    cfg = DeleterConfig(
-        zookeeper=state["zookeeper_hosts"],
-        service_url=state["service_url"],
-        web_url=state["web_url"],
-        until_idle_s=5,
-        retry_delay_s=1,
-        max_attempts=3,
-        execute=True,
-        kafka_metadata_dump=str(leaks.dump),
-        kafka_s3_endpoint=state["s3_endpoint"],
+    assert publish_approval(state, tmp_path / "approval.json", journal) == 4
+    cfg = sandbox_config(
+        state, execute=True, kafka_metadata_dump=str(leaks.dump), kafka_s3_endpoint=state["s3_endpoint"]
     )
     metrics = DeletionMetrics()
     report = Deleter(cfg, journal, metrics).run()
