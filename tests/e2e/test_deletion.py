@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import os
 import random
+import re
 import signal
 import socket
 import struct
@@ -695,8 +696,8 @@ def test_faults_repeated(del_env: DelEnv, tmp_path: Path) -> None:
             env.s3,
             env.bucket,
             managed_ledger="ll-fail/ns/persistent/faults",
-            ledgers=120,
-            copies=20,
+            ledgers=300,
+            copies=30,
             first_id=60_000_000 + run * 1000,
             seed=run,
         )
@@ -759,34 +760,44 @@ def test_faults_repeated(del_env: DelEnv, tmp_path: Path) -> None:
                 until_idle_s=8, retry_delay_s=2, max_attempts=50, batch_size=10, textfile=str(textfile)
             )
             deleter = Deleter(cfg, journal, DeletionMetrics())
+            lines = journal_lines(journal.path)
             thread = threading.Thread(target=deleter.run)
             thread.start()
             deadline = time.monotonic() + 60
             while not deleter.zookeeper_clients and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert deleter.zookeeper_clients, "the deleter never connected to ZooKeeper"
-            time.sleep(rng.uniform(1.0, 3.0))
+            wait_for_progress(journal.path, lines, None)
+            time.sleep(rng.uniform(0.0, 0.5))
             for zc in deleter.zookeeper_clients:
                 expire_session(env.state["zookeeper_hosts"], zc)
             thread.join(timeout=600)
             assert not thread.is_alive()
+            finished = cfg.instance
         else:
             if fault == "s3":
                 cmd += ["--s3-endpoint", env.state["s3_relay_endpoint"]]
             for attempt in range(3):  # killed runs, then one that finishes
+                lines = journal_lines(journal.path)
                 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 if attempt < 2 and fault == "kill":
-                    time.sleep(rng.uniform(1.0, 6.0))
+                    wait_for_progress(journal.path, lines, proc)
+                    time.sleep(rng.uniform(0.0, 0.5))  # a random point of its work
                     proc.send_signal(signal.SIGKILL)
                     proc.wait(timeout=60)
+                    assert journal_lines(journal.path) > lines, "the killed deleter had not started"
                     continue
                 if fault == "s3":
-                    time.sleep(rng.uniform(1.0, 3.0))
+                    wait_for_progress(journal.path, lines, proc)
+                    time.sleep(rng.uniform(0.0, 0.3))
                     env.box.stop_s3_relay()
                     time.sleep(rng.uniform(2.0, 5.0))
                     env.box.start_s3_relay()
                 _, stderr = proc.communicate(timeout=600)
                 assert proc.returncode == 0, stderr
+                final = re.search(r"deleter (\w+):", stderr)
+                assert final is not None, stderr
+                finished = final[1]
                 break
         outcomes = final_outcomes(journal)
         after = snapshot(env.zk, env.s3, env.bucket)
@@ -801,16 +812,32 @@ def test_faults_repeated(del_env: DelEnv, tmp_path: Path) -> None:
             assert "skipped_mismatch" not in seen and "skipped_in_use" not in seen
         deleted = [r for r in journal.records() if r.get("type") == "outcome" and r["outcome"] == "deleted"]
         assert len({(r["plan_hash"], r["item_id"]) for r in deleted}) == len(deleted)  # no second effect
-        # the last (finished) deleter's textfile agrees with its own journal lines
-        last = [r for r in journal.records() if r.get("type") == "outcome"][-1]["deleter"]
+        # the finished deleter's textfile agrees with its own journal lines
         prom = _read_prom(textfile)
-        counts = journal_counts(journal, last)
+        counts = journal_counts(journal, finished)
         assert (
             prom.get("ledgerlens_deletion_deleted_ledgers_total", 0)
             + prom.get("ledgerlens_deletion_deleted_offload_copies_total", 0)
             == counts["deleted"]
         )
         assert prom.get("ledgerlens_deletion_already_gone_total", 0) == counts["already_gone"]
+
+
+def journal_lines(path: Path) -> int:
+    try:
+        return sum(1 for _ in path.open("rb"))
+    except FileNotFoundError:
+        return 0
+
+
+def wait_for_progress(path: Path, lines: int, proc: Any, timeout: float = 120) -> None:
+    """Until the journal has a line more than ``lines`` (a deleter is acting), or ``proc`` ended."""
+    deadline = time.monotonic() + timeout
+    while journal_lines(path) <= lines and time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the deleter ended before acting: {proc.communicate()[1][-2000:]}")
+        time.sleep(0.05)
+    assert journal_lines(path) > lines, "no deleter progress within the timeout"
 
 
 def _read_prom(path: Path) -> dict[str, float]:
