@@ -15,8 +15,10 @@
 Inputs resolve through ``ledgerlens.contexts``: built-in default < context (``--context NAME``,
 ``$LEDGERLENS_CONTEXT`` or the file's ``current``) < environment (``LEDGERLENS_*``) < flags.
 
-Exit codes: 0 ran; 1 ``contexts check`` found a store that does not answer; 2 usage or ledgerlens
-error (one line on stderr); 3 ``--fail-on`` threshold hit.
+Exit codes: 0 ran; 1 ``contexts check`` found a store that does not answer, or an internal error (one
+line; ``--debug`` for the traceback); 2 usage, input or environment error (one ``ledgerlens COMMAND:
+error: ...`` line on stderr); 3 ``--fail-on`` threshold hit; 130 interrupted (Ctrl-C); 143
+terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,8 +38,11 @@ from ledgerlens.redact import redact_exception
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
+EXIT_INTERNAL = 1
 EXIT_ERROR = 2
 EXIT_FINDINGS = 3
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 FAIL_ON = {"critical": ("critical",), "warning": ("critical", "warning")}
 
@@ -172,6 +178,13 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
         default=None,
         help="BookKeeper ledgers root in ZooKeeper (default /ledgers)",
     )
+    g.add_argument(
+        "--allow-empty-metadata",
+        action="store_true",
+        help="audit even when the metadata looks like no Pulsar cluster (missing ledgers root nodes or "
+        "managed-ledger root, no managed ledger next to a full bucket): only when you know why",
+    )
+    g.add_argument("--debug", action="store_true", help="on error, print the traceback and Spark's log")
 
 
 def _add_run_options(p: argparse.ArgumentParser, *, fail_on: bool = False) -> None:
@@ -385,7 +398,35 @@ def _spark_session(master: str, conf: dict[str, str] | None = None) -> tuple[Any
     active = SparkSession.getActiveSession()
     if active is not None:  # called in-process next to a live session (notebook, tests): reuse it
         return active, False
-    return get_session(master, conf=conf), True
+    session = get_session(master, conf=conf)
+    _install_signal_handlers()  # pyspark's SIGINT handler calls into a JVM that may be gone
+    return session, True
+
+
+def _stop_spark(spark: Any, *, hard: bool) -> None:
+    """Stop the session; ``hard`` (interrupted): end its JVM at once, never hang on it."""
+    proc = getattr(getattr(getattr(spark, "sparkContext", None), "_gateway", None), "proc", None)
+    if not hard:
+        try:
+            spark.stop()
+            return
+        except Exception:  # noqa: BLE001 - the JVM is already gone: end it below
+            pass
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001
+            proc.kill()
+
+
+def _preflight(
+    zk: Any, s3: Any, *, out: Path | None, master: str, allow_empty_metadata: bool, stores: Any = None
+) -> None:
+    """Everything checkable before Spark starts (``ledgerlens.preflight``)."""
+    from ledgerlens.preflight import preflight
+
+    preflight(zk, s3, out=out, spark_master=master, allow_empty_metadata=allow_empty_metadata, stores=stores)
 
 
 def exit_code(summary: dict[str, Any], fail_on: str | None) -> int:
@@ -418,6 +459,9 @@ def format_summary(summary: dict[str, Any], out_dir: Path, findings_path: Path |
     note = summary.get("offload_cluster_note")
     if note:
         lines.append(note)
+    suspicion = summary.get("suspected_wrong_root")
+    if suspicion:
+        lines.insert(0, f"SUSPECTED WRONG ROOT: {suspicion.get('message', '')}")
     lines.append(f"findings: {findings_path or out_dir / 'findings.parquet'}")
     lines.append(f"summary:  {out_dir / 'summary.json'}")
     return "\n".join(lines)
@@ -427,32 +471,43 @@ def cmd_audit(args: argparse.Namespace) -> int:
     settings = _settings(args)
     zk, s3, audit = settings.audit_inputs(args.as_of)
     stores = settings.stores()
-    from ledgerlens import pipeline
     from ledgerlens.console import summary_line
 
-    out = Path(args.out)
     master, conf = settings["spark.master"], settings["spark.conf"]
-    spark, owned = _spark_session(master, conf)
-    try:
-        from ledgerlens.config import BookieSource
+    allow = bool(getattr(args, "allow_empty_metadata", False))
+    _preflight(zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores)
+    from ledgerlens import pipeline
+    from ledgerlens.outdir import OutputDir
 
-        reads: dict[str, Any] = {"bookie": BookieSource()} if getattr(args, "read_bookies", False) else {}
-        run = pipeline.run(
-            spark,
-            zk,
-            s3,
-            audit,
-            out,
-            progress=not args.no_progress,
-            context=settings.public(),
-            stores=stores,
-            cluster_name=args.cluster_name,
-            deep_offload_check=args.deep_offload_check,
-            **reads,
-        )
-    finally:
-        if owned:
-            spark.stop()
+    with OutputDir(args.out) as od:
+        spark, owned = _spark_session(master, conf)
+        hard = True
+        try:
+            from ledgerlens.config import BookieSource
+
+            reads: dict[str, Any] = {"bookie": BookieSource()} if getattr(args, "read_bookies", False) else {}
+            run = pipeline.run(
+                spark,
+                zk,
+                s3,
+                audit,
+                od.out,
+                progress=not args.no_progress,
+                context=settings.public(),
+                stores=stores,
+                cluster_name=args.cluster_name,
+                deep_offload_check=args.deep_offload_check,
+                allow_empty_metadata=allow,
+                output=od,
+                **reads,
+            )
+            hard = False
+        except Exception:
+            hard = False
+            raise
+        finally:
+            if owned:
+                _stop_spark(spark, hard=hard)
     _write_metrics(args, run.summary, settings)
     if settings.context:
         print(f"context: {settings.context}")
@@ -495,12 +550,13 @@ def _write_metrics(args: argparse.Namespace, summary: dict[str, Any] | None, set
         metrics.write_textfile(path, summary, cluster=label)
 
 
-def notebook_parameters(args: argparse.Namespace) -> dict[str, Any]:
+def notebook_parameters(args: argparse.Namespace, out_dir: Path | None = None) -> dict[str, Any]:
     """Parameters of the audit runbook from the ``report`` arguments (no credentials, ever).
 
     The runbook resolves its inputs the same way (``sandbox`` fills what is empty, then
     ``context`` < environment < parameters): it gets the context's name, the sandbox and only the
-    flags given here; empty parameters mean "not given".
+    flags given here; empty parameters mean "not given". ``out_dir``: where the runbook writes
+    (the run's staging directory); default ``--out``.
     """
     settings = _settings(args)
     settings.audit_inputs(args.as_of)  # validate early, with the same messages as ``audit``
@@ -520,7 +576,7 @@ def notebook_parameters(args: argparse.Namespace) -> dict[str, Any]:
         "zookeeper": args.zookeeper or "",
         "s3_endpoint": args.s3_endpoint or "",
         "bucket": args.bucket or "",
-        "out_dir": str(Path(args.out).resolve()),
+        "out_dir": str(out_dir or Path(args.out).resolve()),
         "min_orphan_age": args.min_orphan_age or "",
         "retention_grace": args.retention_grace or "",
         "as_of": args.as_of,
@@ -534,36 +590,53 @@ def notebook_parameters(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ledgerlens import report
+    from ledgerlens.outdir import OutputDir
 
-    params = notebook_parameters(args)
     settings = _settings(args)
-    _local_python(settings["spark.master"])  # inherited by the notebook's kernel
+    zk, s3, _audit = settings.audit_inputs(args.as_of)
+    stores = settings.stores()
+    master = settings["spark.master"]
     notebook = Path(args.notebook) if args.notebook else DEFAULT_NOTEBOOK
     if not notebook.is_file():
         raise ConfigError(f"runbook {notebook} not found: pass --notebook PATH")
+    allow = bool(getattr(args, "allow_empty_metadata", False))
+    _preflight(zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores)
+    _local_python(master)  # inherited by the notebook's kernel
     from ledgerlens.console import summary_line
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    executed = report.execute_runbook(
-        notebook, out / notebook.name, params, kernel_name=args.kernel, progress=not args.no_progress
-    )
-    summary = report.read_recorded(executed, "summary")
-    try:
-        context = report.read_recorded(executed, "context")
-    except report.ReportError:  # a runbook of its own that records no context
-        context = {}
-    title = report.report_title(context) if context else ""
-    html = report.to_html(
-        executed,
-        Path(args.html) if args.html else out / "report.html",
-        exclude_input=not args.show_code,
-        title=title,
-    )
+    html_target = Path(args.html).resolve() if args.html else None
+    with OutputDir(args.out) as od:
+        params = notebook_parameters(args, od.staging)
+        if allow:
+            params["allow_empty_metadata"] = True
+        staged_nb = od.staging / notebook.name
+        executed = report.execute_runbook(
+            notebook, staged_nb, params, kernel_name=args.kernel, progress=not args.no_progress
+        )
+        report.relocate_notebook(executed, od.staging, od.out)  # paths as they will be once published
+        summary = report.read_recorded(executed, "summary")
+        try:
+            context = report.read_recorded(executed, "context")
+        except report.ReportError:  # a runbook of its own that records no context
+            context = {}
+        title = report.report_title(context) if context else ""
+        inside = html_target is None or html_target.parent == od.out
+        staged_html = od.staging / (html_target.name if html_target else "report.html")
+        if not inside:
+            staged_html = od.staging / f".ledgerlens-html-{html_target.name}"  # type: ignore[union-attr]
+        report.to_html(executed, staged_html, exclude_input=not args.show_code, title=title)
+        if not inside:
+            assert html_target is not None
+            html_target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = html_target.with_name(f".{html_target.name}.{os.getpid()}.tmp")
+            shutil.move(str(staged_html), tmp)
+            os.replace(tmp, html_target)
+        od.publish()
+        html = html_target or od.out / "report.html"
     _write_metrics(args, summary, settings)
-    print(f"notebook: {executed}")
+    print(f"notebook: {od.out / notebook.name}")
     print(f"report:   {html}")
-    print(summary_line(summary, worst=_worst(summary, out / "findings.parquet"), report=html))
+    print(summary_line(summary, worst=_worst(summary, od.out / "findings.parquet"), report=html))
     return exit_code(summary, settings["audit.fail-on"] or None)
 
 
@@ -721,8 +794,56 @@ COMMANDS = {
 }
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind (finally blocks stop Spark and remove staging), then exit 143."""
+
+
+_SIGNALLED: list[int] = []
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    import signal
+
+    if _SIGNALLED:  # a second Ctrl-C while unwinding: keep unwinding, no second traceback
+        return
+    _SIGNALLED.append(signum)
+    if signum == signal.SIGTERM:
+        raise Terminated()
+    raise KeyboardInterrupt()
+
+
+def _install_signal_handlers() -> None:
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _on_signal)
+        signal.signal(signal.SIGTERM, _on_signal)
+
+
+def _quiet(debug: bool) -> None:
+    """No log noise from py4j or Spark on the console unless ``--debug``; redacted log lines."""
+    import logging
+
+    from ledgerlens.redact import redact_logging
+    from ledgerlens.spark import QUIET_ENV
+
+    if not debug:
+        os.environ.setdefault(QUIET_ENV, "1")
+        for name in ("py4j", "py4j.clientserver", "py4j.java_gateway"):
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        # py4j reports an interrupted call with logging.exception() on the root logger (a traceback
+        # on the console); the command's own output is its printed lines.
+        logging.getLogger().setLevel(logging.CRITICAL + 1)
+    redact_logging()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ledgerlens`` console script; returns the exit code."""
+    import logging
+    import signal
+    import traceback
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -733,18 +854,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "verbose", False):
         console.set_verbose(True)  # inherited by the Spark JVM and notebook kernels
     console.quiet()
+    debug = bool(getattr(args, "debug", False))
+    name = f"ledgerlens {args.command}"
+    _SIGNALLED.clear()
+    _install_signal_handlers()
+    from ledgerlens.spark import QUIET_ENV
+
+    saved_quiet = os.environ.get(QUIET_ENV)
+    saved_levels = {
+        n: logging.getLogger(n).level for n in ("", "py4j", "py4j.clientserver", "py4j.java_gateway")
+    }
     try:
+        _quiet(debug or console.verbose())
         apply_sandbox(args)
         from ledgerlens.deletion.commands import COMMANDS as DELETION_COMMANDS
 
         return {**COMMANDS, **DELETION_COMMANDS}[args.command](args)
-    except LedgerLensError as e:
+    except BaseException as e:  # noqa: BLE001 - every way out is one line and an exit status
+        if _SIGNALLED or isinstance(e, KeyboardInterrupt | Terminated):
+            term = (_SIGNALLED or [signal.SIGINT])[0] == signal.SIGTERM or isinstance(e, Terminated)
+            print(f"{name}: {'terminated' if term else 'interrupted'}", file=sys.stderr)
+            return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+        if isinstance(e, SystemExit):
+            raise
+        if debug:
+            traceback.print_exc()
         _write_metrics_failure(args)
-        print(f"ledgerlens {args.command}: error: {redact_exception(e)}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print(f"ledgerlens {args.command}: interrupted", file=sys.stderr)
-        return 130
+        if isinstance(e, LedgerLensError):
+            print(f"{name}: error: {redact_exception(e)}", file=sys.stderr)
+            return EXIT_ERROR
+        print(
+            f"{name}: error: internal error: {type(e).__name__}: {redact_exception(e)}"
+            + ("" if debug else " (run with --debug for the traceback)"),
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+    finally:
+        if saved_quiet is None:
+            os.environ.pop(QUIET_ENV, None)
+        for logger_name, level in saved_levels.items():
+            logging.getLogger(logger_name).setLevel(level)
+        if threading_main():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -169,27 +169,48 @@ class AuditConfig:
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_DURATION_S = 3650 * 86400  # ten years: anything longer is a typo, and overflows downstream
+MIN_TIME_MS = 946_684_800_000  # 2000-01-01: Pulsar did not exist before
+MAX_TIME_MS = 7_258_118_400_000  # 2200-01-01
 
 
-def parse_duration(text: str) -> int:
-    """'90s', '15m', '24h', '7d', '2w' or plain seconds -> seconds."""
-    m = re.fullmatch(r"\s*(\d+)\s*([smhdw]?)\s*", text)
-    if not m:
-        raise ConfigError(f"duration {text!r}: expected a number with an optional unit s, m, h, d or w")
-    return int(m.group(1)) * _UNITS[m.group(2) or "s"]
+def parse_duration(text: str | int | float, *, name: str = "duration") -> int:
+    """'90s', '15m', '24h', '7d', '2w', plain seconds or a number of seconds -> seconds.
+
+    Raises ``ConfigError`` (naming ``name``) for malformed, negative or absurd (over ten years) values.
+    """
+    if isinstance(text, bool):
+        raise ConfigError(f"{name} {text!r}: expected a number with an optional unit s, m, h, d or w")
+    if isinstance(text, int | float):
+        if text != text or text < 0:  # NaN or negative
+            raise ConfigError(f"{name} {text!r}: expected a non-negative number of seconds")
+        seconds = int(text) if text <= MAX_DURATION_S else MAX_DURATION_S + 1
+    else:
+        m = re.fullmatch(r"\s*(\d+)\s*([smhdw]?)\s*", str(text))
+        if not m:
+            raise ConfigError(f"{name} {text!r}: expected a number with an optional unit s, m, h, d or w")
+        digits = m.group(1)
+        seconds = int(digits) * _UNITS[m.group(2) or "s"] if len(digits) <= 15 else MAX_DURATION_S + 1
+    if seconds > MAX_DURATION_S:
+        raise ConfigError(f"{name} {text!r}: out of range (at most {MAX_DURATION_S // 86400}d)")
+    return seconds
 
 
-def parse_time_ms(text: str) -> int:
+def parse_time_ms(text: str | int) -> int:
     """An ISO-8601 time ('2026-11-22T03:00:00Z') or epoch milliseconds -> epoch milliseconds."""
     from datetime import UTC, datetime
 
-    t = text.strip()
+    t = str(text).strip()
     if t.isdigit():
-        return int(t)
-    try:
-        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError as e:
-        raise ConfigError(f"time {text!r}: expected ISO-8601 or epoch milliseconds") from e
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return int(dt.timestamp() * 1000)
+        ms = int(t) if len(t) <= 15 else MAX_TIME_MS + 1
+    else:
+        try:
+            dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+        except ValueError as e:
+            raise ConfigError(f"time {text!r}: expected ISO-8601 or epoch milliseconds") from e
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        ms = int(dt.timestamp() * 1000)
+    if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
+        raise ConfigError(f"time {text!r}: out of range (expected a time between 2000 and 2200)")
+    return ms

@@ -685,8 +685,8 @@ class Settings:
 
     def audit_config(self, as_of: str = "") -> AuditConfig:
         kwargs: dict[str, Any] = {
-            "min_orphan_age_s": parse_duration(self["audit.min-orphan-age"]),
-            "retention_grace_s": parse_duration(self["audit.retention-grace"]),
+            "min_orphan_age_s": parse_duration(self["audit.min-orphan-age"], name="min orphan age"),
+            "retention_grace_s": parse_duration(self["audit.retention-grace"], name="retention grace"),
             "incomplete_offload_age_s": parse_duration(self["audit.incomplete-offload-age"]),
             "open_ledger_max_age_s": parse_duration(self["audit.open-ledger-max-age"]),
             "inactive_cursor_age_s": parse_duration(self["audit.inactive-cursor-age"]),
@@ -851,6 +851,10 @@ def resolve(
         if s.flag and _given(flags.get(s.flag)):
             raw = flags[s.flag]
             label = s.flag_name if flag_layer == "flag" else f"parameter {s.flag}"
+            if s.kind == "duration" and isinstance(raw, int | float) and not isinstance(raw, bool):
+                raw = (
+                    str(int(raw)) if raw >= 0 else str(raw)
+                )  # papermill passes `-p min_orphan_age 90` as 90 (s)
             if isinstance(raw, str):
                 value = _parse_text(s, raw, label)
             else:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from ledgerlens import schemas
 from ledgerlens.config import AuditConfig, BookieSource, S3Source, ZooKeeperSource
 from ledgerlens.console import Progress, as_progress
+from ledgerlens.errors import SourceError
+from ledgerlens.outdir import OutputDir
 from ledgerlens.redact import redact_obj
 
 if TYPE_CHECKING:
@@ -149,6 +151,36 @@ def audited_cluster(stores: Any, cluster_name: str | None) -> tuple[str | None, 
     return (clusters[0] if len(clusters) == 1 else None), clusters
 
 
+def _store_lost(
+    e: BaseException, phase: str, zk: ZooKeeperSource | None, s3: S3Source | None
+) -> SourceError | None:
+    """A one-line ``SourceError`` naming the store and the phase for a store lost mid-run, or None
+    when ``e`` is something else (a bug, an interruption)."""
+    from ledgerlens.errors import SourceError
+
+    tail = f" (during {phase}; no findings written)"
+    if isinstance(e, SourceError):
+        return SourceError(e.server, e.problem + tail)
+    text = str(e)
+    for line in text.splitlines():  # an executor's error, carried in Spark's exception text
+        marker = "ledgerlens.errors.SourceError: "
+        if marker in line:
+            server, _, problem = line.split(marker, 1)[1].strip().partition(": ")
+            return SourceError(server, problem + tail)
+    module = type(e).__module__ or ""
+    names = " ".join([type(e).__name__, text[:4000]])
+    zk_words = ("SessionExpired", "ConnectionLoss", "ConnectionClosed", "KazooTimeout", "ConnectionDropped")
+    s3_words = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "botocore")
+    if module.startswith("kazoo") or any(w in names for w in zk_words):
+        return SourceError(
+            f"zookeeper {zk.hosts if zk else ''}", f"connection lost: {type(e).__name__}{tail}"
+        )
+    if s3 is not None and (module.startswith(("botocore", "boto3")) or any(w in names for w in s3_words)):
+        where = f"s3 {s3.endpoint_url or 'aws'} bucket {s3.bucket}"
+        return SourceError(where, f"connection lost: {type(e).__name__}{tail}")
+    return None
+
+
 def run(
     spark: SparkSession,
     zk: ZooKeeperSource | None,
@@ -162,8 +194,18 @@ def run(
     cluster_name: str | None = None,
     deep_offload_check: bool = False,
     bookie: BookieSource | None = None,
+    allow_empty_metadata: bool = False,
+    output: OutputDir | None = None,
 ) -> AuditRun:
-    """Collect, audit, re-verify and write ``findings.parquet`` and ``summary.json`` under ``out_dir``.
+    """Collect, audit, re-verify and publish ``findings.parquet``, ``summary.json`` and the
+    inventory under ``out_dir``.
+
+    One run at a time per ``out_dir`` (``ledgerlens.outdir``): everything is written to a private
+    staging directory and published whole at the end; on any error ``out_dir`` is left as it was.
+    ``output``: the caller's already acquired ``OutputDir`` of ``out_dir`` (the CLI takes the lock
+    before Spark starts), else this call takes and releases it. A store lost mid-run raises a
+    one-line ``SourceError`` naming the store and the phase; implausible inputs raise
+    ``ImplausibleInputError`` unless ``allow_empty_metadata`` (docs/audit-rules.md).
 
     ``progress``: one display across the four phases (``ledgerlens.console.Progress``), or a flag.
     ``context`` (``ledgerlens.contexts.Settings.public()``: the context's name and the resolved
@@ -174,9 +216,94 @@ def run(
     With ``bookie``, entries are read from the bookies too (read-only): PIP-195 bucket snapshots
     and the last position of every cursor ledger, which the compacted-ledger rule judges on.
     """
+    owned = output is None
+    od = OutputDir(out_dir).acquire() if output is None else output
+    try:
+        result = _run(
+            spark,
+            zk,
+            s3,
+            audit,
+            od,
+            progress=progress,
+            allow_empty_metadata=allow_empty_metadata,
+            context=context,
+            stores=stores,
+            cluster_name=cluster_name,
+            deep_offload_check=deep_offload_check,
+            bookie=bookie,
+        )
+        od.publish()
+    finally:
+        if owned:
+            od.release()
+    tables = {k: str(od.final_path(v)) for k, v in result.inventory_tables.items()}
+    return AuditRun(od.out, od.out / "findings.parquet", result.summary, tables)
+
+
+def _run(
+    spark: SparkSession,
+    zk: ZooKeeperSource | None,
+    s3: S3Source | None,
+    audit: AuditConfig,
+    od: OutputDir,
+    *,
+    progress: bool | Progress,
+    allow_empty_metadata: bool,
+    context: dict[str, Any] | None,
+    stores: Any,
+    cluster_name: str | None,
+    deep_offload_check: bool,
+    bookie: Any = None,
+) -> AuditRun:
+    phase = ["collection"]
+    bar = as_progress(progress)
+    try:
+        return _phases(
+            spark,
+            zk,
+            s3,
+            audit,
+            od,
+            bar,
+            allow_empty_metadata,
+            context,
+            phase,
+            stores=stores,
+            cluster_name=cluster_name,
+            deep_offload_check=deep_offload_check,
+            bookie=bookie,
+        )
+    except Exception as e:
+        lost = _store_lost(e, phase[0], zk, s3)
+        if lost is None:
+            raise
+        raise lost from e
+    finally:
+        if not isinstance(progress, Progress):  # a display of our own ends here, even on error
+            bar.close()
+
+
+def _phases(
+    spark: SparkSession,
+    zk: ZooKeeperSource | None,
+    s3: S3Source | None,
+    audit: AuditConfig,
+    od: OutputDir,
+    bar: Progress,
+    allow_empty_metadata: bool,
+    context: dict[str, Any] | None,
+    phase: list[str],
+    *,
+    stores: Any,
+    cluster_name: str | None,
+    deep_offload_check: bool,
+    bookie: Any = None,
+) -> AuditRun:
+    """The phases of one run into ``od.staging``; ``phase[0]`` names the phase under way."""
     from pyspark.sql import functions as F
 
-    from ledgerlens.audit import order_findings, run_audit, summarize
+    from ledgerlens.audit import gates, order_findings, run_audit, summarize
     from ledgerlens.collect import collect_inventory, load_inventory
     from ledgerlens.errors import ConfigError
     from ledgerlens.reverify import REVERIFIED_KINDS, reverify
@@ -187,12 +314,11 @@ def run(
             raise ConfigError("no metadata store given")
         stores = Stores.single(zk)
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = od.staging
     timings: dict[str, float] = {}
-    bar = as_progress(progress)
     t_run = time.monotonic()
 
+    phase[0] = "collection"
     t0 = time.monotonic()
     cluster, clusters = audited_cluster(stores, cluster_name)
     bar.begin("collect")  # collect_inventory sets its number of stages
@@ -209,9 +335,13 @@ def run(
     timings.update({f"collect.{k}": v for k, v in inventory.timings.items()})
     timings["collect"] = time.monotonic() - t0
 
+    phase[0] = "audit"
     t1 = time.monotonic()
     bar.begin("audit", label="rules")
     tables = load_inventory(spark, str(out / "inventory"))
+    gates.check_inventory(
+        tables, where=f"zookeeper {zk.hosts if zk else 'stores'}", allow_empty_metadata=allow_empty_metadata
+    )
     findings = run_audit(
         tables, audit, offload_bucket=s3.bucket if s3 else None, cluster_name=cluster
     ).persist()
@@ -227,6 +357,7 @@ def run(
     timings["audit"] = time.monotonic() - t1
     bar.end(f"{len(candidates):,} candidates to re-verify")
 
+    phase[0] = "re-verification"
     t2 = time.monotonic()
     bar.begin("re-verify", label=f"{len(candidates):,} candidates")
     live = stores.live_zookeeper()
@@ -243,9 +374,13 @@ def run(
     kept_rows = [schemas.to_row(schemas.FINDINGS, r) for r in verdicts.keep]
     kept = spark.createDataFrame(kept_rows, schemas.FINDINGS)
     final = order_findings(rest.unionByName(kept))
+    suspicion = gates.wrong_root_suspicion(*_missing_share(final, tables))
+    if suspicion is not None:
+        final = gates.downgrade_missing(final)
     timings["reverify"] = time.monotonic() - t2
     bar.end(f"{len(kept_rows):,} confirmed, {sum(verdicts.dropped.values()):,} dropped")
 
+    phase[0] = "write"
     t3 = time.monotonic()
     bar.begin("write", label="findings.parquet")
     findings_path = out / "findings.parquet"
@@ -280,9 +415,24 @@ def run(
     }
     if context is not None:
         summary["context"] = context
+    if suspicion is not None:
+        summary["suspected_wrong_root"] = suspicion
     summary = redact_obj(summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     bar.end(f"{summary['total_findings']:,} findings")
-    if not isinstance(progress, Progress):
-        bar.close()
     return AuditRun(out, findings_path, summary, dict(inventory.tables))
+
+
+def _missing_share(findings: DataFrame, tables: dict[str, DataFrame]) -> tuple[int, int]:
+    """(distinct missing ledgers, distinct ledgers the metadata references)."""
+    from pyspark.sql import functions as F
+
+    from ledgerlens.audit.references import cursor_references, schema_references
+
+    missing = findings.filter(F.col("kind") == "missing_ledger").select("ledger_id").distinct().count()
+    if missing == 0:
+        return 0, 0
+    refs = tables["ml_ledgers"].select("ledger_id")
+    refs = refs.unionByName(cursor_references(tables["cursors"]).select("ledger_id"))
+    refs = refs.unionByName(schema_references(tables["schema_ledgers"]).select("ledger_id"))
+    return missing, refs.filter(F.col("ledger_id").isNotNull()).distinct().count()

@@ -19,6 +19,7 @@ is safer than a false positive. Each drop is counted by kind and reason.
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledgerlens.config import S3Source, ZooKeeperSource
-from ledgerlens.errors import LedgerLensError
+from ledgerlens.errors import LedgerLensError, SourceError
 from ledgerlens.formats import managed_ledger as mlf
 from ledgerlens.formats.names import encode_component, parse_managed_ledger, topic_to_managed_ledger
 from ledgerlens.formats.offload import parse_offload_key
@@ -34,6 +35,8 @@ from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.schema import decode_schema_locator
 from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot
 from ledgerlens.sources.zookeeper import PipelinedReader, connect
+
+REVERIFY_S3_ATTEMPTS = 3  # per HEAD: a lost store fails the run in seconds, never a verdict
 
 # A store re-verification reads: a live ZooKeeper, or a point-in-time source with ``reads()`` and
 # the same root attributes (``sources.zk_snapshot.ZooKeeperSnapshot``).
@@ -309,10 +312,21 @@ def _reverify_objects(
 
     from ledgerlens.sources.s3 import head_user_metadata, make_client
 
-    client = s3_client_factory() if s3_client_factory else make_client(s3)
+    client = s3_client_factory() if s3_client_factory else make_client(s3, max_attempts=REVERIFY_S3_ATTEMPTS)
     rows = by_kind.get("orphan_offload_object", []) + by_kind.get("missing_offload_object", [])
+    failed = threading.Event()  # the store is gone: the HEADs not yet sent are not sent
+
+    def head(r: dict[str, Any]) -> dict[str, str] | None:
+        if failed.is_set():
+            raise SourceError(f"s3 {s3.endpoint_url or 'aws'} bucket {s3.bucket}", "unreachable")
+        try:
+            return head_user_metadata(client, s3.bucket, r["object_key"])
+        except Exception:
+            failed.set()
+            raise
+
     with ThreadPoolExecutor(max_workers=max(1, s3.max_in_flight)) as pool:
-        heads = list(pool.map(lambda r: head_user_metadata(client, s3.bucket, r["object_key"]), rows))
+        heads = list(pool.map(head, rows))
     head_of = {id(r): h for r, h in zip(rows, heads, strict=True)}
 
     orphans = by_kind.get("orphan_offload_object", [])

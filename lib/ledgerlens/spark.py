@@ -16,6 +16,11 @@ from pyspark.sql import SparkSession
 
 from ledgerlens.console import log4j2_quiet_config, verbose
 
+QUIET_ENV = "LEDGERLENS_QUIET_SPARK"
+"""When set (the CLI sets it unless ``--debug`` or ``--verbose``), the JVM's stderr (its error log
+lines, tracebacks of failed tasks, crash dumps) goes to ``~/.cache/ledgerlens/spark-driver.log``:
+the command prints one line per error itself."""
+
 
 def configure(
     builder: SparkSession.Builder,
@@ -84,8 +89,14 @@ def _quiet_gateway(builder: SparkSession.Builder) -> None:
     conf = SparkConf()
     for k, v in builder._options.items():  # type: ignore[attr-defined]
         conf.set(k, str(v))
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
-    threading.Thread(target=_relay_stderr, args=(gateway.proc.stderr,), daemon=True).start()
+    if os.environ.get(QUIET_ENV):  # the CLI: the JVM's stderr to a file, one line per error on ours
+        log = os.path.join(os.path.expanduser("~"), ".cache", "ledgerlens", "spark-driver.log")
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        with open(log, "wb") as stderr:  # the last run's JVM output
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": stderr})
+    else:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        threading.Thread(target=_relay_stderr, args=(gateway.proc.stderr,), daemon=True).start()
     SparkContext(conf=conf, gateway=gateway)
 
 
@@ -93,7 +104,8 @@ def get_session(master: str | None = None, **kwargs: object) -> SparkSession:
     """A configured session (for the CLI and notebooks; tests use their own fixture).
 
     Unless verbose (``--verbose``, ``LEDGERLENS_VERBOSE=1``), the JVM logs errors only and its
-    start-up banners are dropped.
+    start-up banners are dropped; with ``$LEDGERLENS_QUIET_SPARK`` its stderr goes to
+    ``~/.cache/ledgerlens/spark-driver.log`` instead of the console.
     """
     builder = configure(SparkSession.builder, master=master, **kwargs)  # type: ignore[arg-type]
     if not verbose():

@@ -175,3 +175,18 @@ def test_blind_spots_are_the_managed_ledgers_reported_corrupt(planted, spark) ->
     assert len(corrupt) >= 2
     spots = pipeline.blind_spots(load_inventory(spark, str(run.out_dir / "inventory")))
     assert spots == sorted(set(corrupt["managed_ledger"]))
+
+
+def test_suspicious_metadata_is_reported_and_never_a_deletion(planted) -> None:  # type: ignore[no-untyped-def]
+    _truth, run, _ = planted
+    df = run.findings_pandas()
+    emptied = df[df["kind"] == "emptied_managed_ledger"]
+    assert len(emptied) == 1
+    ev = json.loads(emptied.iloc[0]["evidence"])
+    assert ev["znode_version"] >= 1 and ev["data_bytes"] == 0 and ev["path"] == emptied.iloc[0]["path"]
+    owned = df[(df["kind"] == "orphan_ledger") & (df["managed_ledger"] == emptied.iloc[0]["managed_ledger"])]
+    assert len(owned) == 2 and set(owned["action"]) == {"investigate"}
+    assert all(json.loads(e)["owner_emptied"] is True for e in owned["evidence"])
+    unreadable = df[df["kind"] == "unreadable_metadata"]
+    assert len(unreadable) == 1 and "ZooKeeper authentication" in unreadable.iloc[0]["evidence"]
+    assert not len(df[(df["kind"] == "corrupt_metadata") & df["evidence"].str.contains("NoAuth")])

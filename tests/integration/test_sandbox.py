@@ -168,7 +168,12 @@ def test_ledger_nodes_decode_and_match_the_ground_truth(
     clusters: dict[str, cluster.GroundTruth], zk_client: Any
 ) -> None:
     truth = clusters["planted"]
-    corrupt = {f["path"] for f in truth.expected_of("corrupt_metadata") if f["component"] is None}
+    corrupt = {
+        f["path"]
+        for kind in ("corrupt_metadata", "unreadable_metadata")
+        for f in truth.expected_of(kind)
+        if f["component"] is None
+    }
     versions, long_ids, custom_kinds = set(), 0, set()
     nodes = _bk_ledger_nodes(zk_client, truth.root)
     assert len(nodes) == truth.counts["bk_ledgers"]
@@ -331,13 +336,13 @@ def test_names_paths_and_uuids_agree_with_the_decoders() -> None:
 
 def test_unreadable_node_denies_read(clusters: dict[str, cluster.GroundTruth], zk_client: Any) -> None:
     truth = clusters["planted"]
-    unreadable = 0
-    for f in truth.expected_of("corrupt_metadata"):
+    unreadable = []
+    for f in truth.expected_of("corrupt_metadata") + truth.expected_of("unreadable_metadata"):
         try:
             zk_client.get(f["path"])
         except NoAuthError:
-            unreadable += 1
-    assert unreadable == 1
+            unreadable.append(f["kind"])
+    assert unreadable == ["unreadable_metadata"]  # the NoAuth node is expected as unreadable, not corrupt
 
 
 def test_healthy_and_planted_do_not_collide(

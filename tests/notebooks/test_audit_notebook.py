@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -292,3 +293,28 @@ def test_runbook_report_matches_cli_audit(planted_cluster: dict[str, str], tmp_p
     assert "edit the parameters" not in html and "Run All" not in html  # no runbook instructions
     assert "<title>Pulsar storage audit: " in html
     assert len(html) < 12 * 1024 * 1024
+
+
+def test_runbook_takes_durations_as_numbers_and_checks_before_spark(tmp_path: Path) -> None:
+    """papermill passes ``-p min_orphan_age 90`` as an int: accepted (seconds); the first problem is
+    then the unreachable ZooKeeper, found by the preflight before any Spark session starts."""
+    zk, _s3, audit = report.audit_inputs("127.0.0.1:2181", min_orphan_age=90, retention_grace=3600.0)
+    assert (audit.min_orphan_age_s, audit.retention_grace_s) == (90, 3600)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    params = {
+        "zookeeper": f"127.0.0.1:{port}",
+        "min_orphan_age": 90,
+        "retention_grace": 60,
+        "interactive": False,
+    }
+    with pytest.raises(report.ReportError) as e:
+        report.execute_runbook(RUNBOOK, tmp_path / "nb.ipynb", {**params, "out_dir": str(tmp_path / "out")})
+    assert (
+        f"SourceError: zookeeper 127.0.0.1:{port}: unreachable: 127.0.0.1:{port} connection refused"
+        in str(e.value)
+    )
+    nb = nbformat.read(str(tmp_path / "nb.ipynb"), as_version=4)
+    text = json.dumps(nb)
+    assert "TypeError" not in text and "SparkSession" not in text

@@ -182,6 +182,8 @@ IDLE = "i/ns/persistent/t"
 OFF = "f/ns/persistent/t"
 STREAM = "f/ns/persistent/st"
 YOUNG_OPEN = {"state": "OPEN", "ctime_ms": NOW - H}
+EMPTIED = "o/ns/persistent/emptied"
+FRESH = "o/ns/persistent/fresh"
 
 
 def _main_rows() -> dict[str, list[dict[str, Any]]]:
@@ -318,6 +320,18 @@ def _main_rows() -> dict[str, list[dict[str, Any]]]:
     objs += [obj("s1", "s1", None), obj("s1-index", "s1", None, "index"), obj("s2", "s2", None)]
     objs += [obj("s9", "s9", None)]  # streaming object no segment references
 
+    # suspicious metadata: a node emptied by an edit (version 3, 0 bytes) that an older ledger still
+    # names; a node created empty (version 0) is not suspicious; a NoAuth node is unreadable
+    mls += [
+        ml(EMPTIED, compression="EMPTY", ledger_count=0, znode_version=3, znode_mtime_ms=NOW - 2 * D),
+        ml(FRESH, compression="EMPTY", ledger_count=0, znode_version=0, znode_mtime_ms=NOW - 2 * D),
+    ]
+    bks += [
+        bk(130, EMPTIED),  # older than the rewrite: orphan with the caveat, never delete_ledger
+        bk(132, FRESH),  # a plain orphan
+        {"ledger_id": 118, "path": "/ledgers/L0000000118", "error": "NoAuthError: ((), {})"},
+    ]
+
     return {
         "bk_ledgers": bks,
         "managed_ledgers": mls,
@@ -351,9 +365,11 @@ def test_findings_are_sorted_typed_and_of_known_kinds(main: list[dict[str, Any]]
 
 def test_orphan_ledgers(main: list[dict[str, Any]]) -> None:
     got = of(main, "orphan_ledger")
-    assert set(got) == {100, 101, 102, 103, 104, 105}
+    assert set(got) == {100, 101, 102, 103, 104, 105, 130, 132}
     comp = {k: (f["component"], f["managed_ledger"], f["cursor"]) for k, f in got.items()}
     assert comp == {
+        130: ("managed-ledger", EMPTIED, None),
+        132: ("managed-ledger", FRESH, None),
         100: ("managed-ledger", "o/ns/persistent/gone", None),
         101: ("cursor", LIVE, "sub"),
         102: ("schema", None, None),
@@ -457,6 +473,35 @@ def test_corrupt_metadata(main: list[dict[str, Any]]) -> None:
     assert got["/ledgers/L0000000116"]["ledger_id"] == 116
 
 
+def test_suspicious_metadata(main: list[dict[str, Any]]) -> None:
+    emptied = [f for f in main if f["kind"] == "emptied_managed_ledger"]
+    assert [
+        (f["managed_ledger"], f["path"], f["severity"], f["action"], f["component"]) for f in emptied
+    ] == [(EMPTIED, f"/managed-ledgers/{EMPTIED}", "warning", "investigate", "managed-ledger")]
+    e = ev(emptied[0])
+    assert (e["path"], e["znode_version"], e["data_bytes"], e["owned_ledgers"], e["owned_bytes"]) == (
+        f"/managed-ledgers/{EMPTIED}",
+        3,
+        0,
+        1,
+        100,
+    )
+    orphans = of(main, "orphan_ledger")
+    caveated = ev(orphans[130])
+    assert orphans[130]["action"] == "investigate"
+    assert caveated["owner_emptied"] is True and caveated["owner_znode_version"] == 3
+    assert "do not delete" in caveated["caveat"] and caveated["ctime_ms"] == OLD  # the rule's evidence kept
+    assert orphans[132]["action"] == "delete_ledger" and "owner_emptied" not in ev(orphans[132])
+    assert not [f for f in main if f["managed_ledger"] == EMPTIED and f["action"] == "delete_ledger"]
+    unreadable = [f for f in main if f["kind"] == "unreadable_metadata"]
+    assert [(f["path"], f["severity"], f["ledger_id"], f["action"]) for f in unreadable] == [
+        ("/ledgers/L0000000118", "critical", 118, "investigate")
+    ]
+    assert ev(unreadable[0])["problem"].startswith("NoAuthError")
+    assert "ZooKeeper authentication" in ev(unreadable[0])["hint"]
+    assert "never command-line parameters" in ev(unreadable[0])["hint"]
+
+
 def test_offload_rules(main: list[dict[str, Any]]) -> None:
     orphans = of(main, "orphan_offload_object")
     assert set(orphans) == {"u999-ledger-999", "u999-ledger-999-index", "u600old-ledger-600", "s9"}
@@ -495,8 +540,8 @@ def test_summarize(spark: Any, main: list[dict[str, Any]]) -> None:
     df = spark.createDataFrame([schemas.to_row(schemas.FINDINGS, f) for f in main], schemas.FINDINGS)
     s = summarize(df)
     assert s["total_findings"] == len(main)
-    assert s["counts_by_kind"]["orphan_ledger"] == 6
-    assert s["bytes_by_kind"]["orphan_ledger"] == 600
+    assert s["counts_by_kind"]["orphan_ledger"] == 8  # 100-105, and 130 (owner emptied), 132
+    assert s["bytes_by_kind"]["orphan_ledger"] == 800
     assert sum(s["counts_by_severity"].values()) == len(main)
 
 

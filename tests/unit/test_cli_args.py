@@ -47,6 +47,7 @@ class FakePipeline:
         stores: Any = None,
         cluster_name: str | None = None,
         deep_offload_check: bool = False,
+        **_kw: Any,
     ) -> FakeRun:
         self.calls.append((spark, zk, s3, audit, Path(out_dir), progress))
         self.contexts.append(context)
@@ -96,7 +97,9 @@ def summary(critical: int = 0, warning: int = 0, info: int = 0) -> dict[str, Any
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
     """Install a fake ``ledgerlens.pipeline`` and Spark session; returns handles to both."""
-    state = types.SimpleNamespace(pipeline=FakePipeline(summary()), spark=FakeSpark(), masters=[])
+    state = types.SimpleNamespace(
+        pipeline=FakePipeline(summary()), spark=FakeSpark(), masters=[], preflights=[]
+    )
     module = types.ModuleType("ledgerlens.pipeline")
     module.run = lambda *a, **k: state.pipeline.run(*a, **k)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "ledgerlens.pipeline", module)
@@ -109,6 +112,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
         return state.spark, True
 
     monkeypatch.setattr(cli, "_spark_session", session)
+    monkeypatch.setattr(cli, "_preflight", lambda *a, **k: state.preflights.append((a, k)))
     return state
 
 
@@ -218,6 +222,9 @@ def test_ledgerlens_error_is_one_line_exit_2(
     ("extra", "message"),
     [
         (["--min-orphan-age", "soon"], "duration 'soon'"),
+        (["--min-orphan-age", "99999999999999999999d"], "out of range (at most 3650d)"),
+        (["--retention-grace", "-1"], "duration '-1'"),
+        (["--as-of", "99999999999999999999"], "out of range"),
         (["--as-of", "yesterday"], "time 'yesterday'"),
         (["--s3-endpoint", "http://x"], "s3 endpoint given without a bucket"),
     ],
@@ -290,6 +297,8 @@ def test_report_parameters_and_calls(
     monkeypatch.setattr(report, "execute_runbook", execute)
     monkeypatch.setattr(report, "to_html", to_html)
     monkeypatch.setattr(report, "read_recorded", lambda _nb, name="summary": recorded[name])
+    monkeypatch.setattr(report, "relocate_notebook", lambda *a: None)
+    monkeypatch.setattr(cli, "_preflight", lambda *a, **k: None)
     out = tmp_path / "rep"
     code = cli.main(
         [
@@ -310,14 +319,17 @@ def test_report_parameters_and_calls(
     )
     assert code == 0
     notebook, output, params, kernel = calls["execute"]
-    assert notebook == nb and output == out / "audit_ledgers.ipynb" and kernel == "python3"
+    staging = output.parent  # the run's private staging directory inside --out, published at the end
+    assert staging.parent == out.resolve() and staging.name.startswith(".ledgerlens-staging-")
+    assert notebook == nb and output.name == "audit_ledgers.ipynb" and kernel == "python3"
+    assert not staging.exists()  # removed after publication
     assert params == {  # only what was given: the runbook resolves the rest like the CLI does
         "context": "",
         "sandbox": "",
         "zookeeper": "127.0.0.1:2181/c1",
         "s3_endpoint": "",
         "bucket": "b",
-        "out_dir": str(out.resolve()),
+        "out_dir": str(staging),
         "min_orphan_age": "",
         "retention_grace": "",
         "as_of": "1700000000000",
@@ -327,7 +339,7 @@ def test_report_parameters_and_calls(
         "deep_offload_check": False,
         "interactive": False,
     }
-    assert calls["html"] == (out / "audit_ledgers.ipynb", out / "report.html", True)
+    assert calls["html"] == (output, staging / "report.html", True)
     assert calls["title"] == "Pulsar storage audit: pulsar-east, 2023-11-14 22:13 UTC"
     printed = capsys.readouterr().out.strip().splitlines()
     assert "report.html" in printed[-2]

@@ -407,6 +407,7 @@ def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     monkeypatch.setattr(ledgerlens, "pipeline", module, raising=False)
     monkeypatch.setattr(cli, "_spark_session", session)
+    monkeypatch.setattr(cli, "_preflight", lambda *a, **k: None)  # no servers behind these contexts
     del pipeline
     return state
 

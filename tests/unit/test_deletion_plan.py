@@ -150,6 +150,14 @@ def test_plan_hash_is_deterministic_and_binds_content(audit_dir: Path, tmp_path:
         read_plan(path)
 
 
+def test_an_audit_suspecting_a_wrong_root_is_never_planned(audit_dir: Path) -> None:
+    summary = json.loads((audit_dir / "summary.json").read_text())
+    summary["suspected_wrong_root"] = {"message": "40 of 50 referenced ledgers (80%) are missing"}
+    (audit_dir / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(PlanError, match=r"suspects a wrong --ledgers-root or chroot \(40 of 50"):
+        build_plan(audit_dir, now_ms=NOW)
+
+
 @pytest.mark.parametrize(
     "kind", ["unattributed_ledger", "foreign_ledger", "foreign_offload_object", "missing_ledger"]
 )

@@ -117,6 +117,11 @@ def test_notebook_sources_outputs_and_html() -> None:
                         "data": {"text/html": ["<script>a.password=b</script>", "<b>token=x</b>"]},
                         "metadata": {},
                     },
+                    {  # recorded data: lists stay lists, strings in it are redacted
+                        "output_type": "display_data",
+                        "data": {"application/json": {"stages": ["a", "b"], "url": "https://K:S@h"}},
+                        "metadata": {},
+                    },
                 ],
             }
         ],
@@ -129,6 +134,7 @@ def test_notebook_sources_outputs_and_html() -> None:
     assert cell["source"] == ["s3_endpoint = 'https://***@h'\n", "x = '***'"]
     assert cell["outputs"][0]["text"] == ["WARN password=***\n"]
     assert cell["outputs"][2]["data"]["text/html"] == ["<script>a.password=b</script><b>token=***</b>"]
+    assert cell["outputs"][3]["data"]["application/json"] == {"stages": ["a", "b"], "url": "https://***@h"}
     assert clean["metadata"]["papermill"]["parameters"]["s3_endpoint"] == "https://***@h"
 
 

@@ -26,6 +26,8 @@ PULSAR_KINDS: tuple[str, ...] = (
     "inactive_cursor",
     "corrupt_metadata",
     "corrupt_offload_object",
+    "unreadable_metadata",
+    "emptied_managed_ledger",
 )
 # Kinds of the Kafka tiered-storage audit (``ledgerlens.kafka.audit``; it emits corrupt_metadata too)
 KAFKA_KINDS: tuple[str, ...] = (

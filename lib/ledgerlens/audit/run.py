@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ledgerlens import schemas
-from ledgerlens.audit import rules
+from ledgerlens.audit import rules, suspicious
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
 from ledgerlens.audit.offload_checks import offload_object_rules
 from ledgerlens.audit.ownership import owned_tenants
@@ -122,6 +122,7 @@ def run_audit(
     for p in parts[1:]:
         raw = raw.unionByName(p)
     findings = to_findings(with_owners(raw, t["managed_ledgers"]))
+    findings = suspicious.apply(findings, t["managed_ledgers"], t["bk_ledgers"], config.as_of_ms)
     return order_findings(
         rules.without_compaction_in_flight(findings, t["cursors"], t.get("cursor_positions"))
     )

@@ -213,6 +213,11 @@ class AuditOutput:
             raise PlanError(f"{summary_path}: cannot read the audit summary ({e})") from e
         if not isinstance(summary.get("as_of_ms"), int):
             raise PlanError(f"{summary_path}: no as_of_ms; is this an audit's summary.json?")
+        if summary.get("suspected_wrong_root"):  # audit.gates: the audit may not have seen this cluster
+            raise PlanError(
+                f"{summary_path}: the audit suspects a wrong --ledgers-root or chroot "
+                f"({summary['suspected_wrong_root'].get('message', '')}); audit again with the right one"
+            )
         return cls(out, summary, _read_table(findings_path), _files_digest(findings_path))
 
     def inventory(self, table: str, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:

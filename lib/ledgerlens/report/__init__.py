@@ -41,6 +41,7 @@ from ledgerlens.report.runbook import (
     read_recorded,
     record,
     redact_notebook_file,
+    relocate_notebook,
     secret_values,
     to_html,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "read_recorded",
     "record",
     "redact_notebook_file",
+    "relocate_notebook",
     "report_title",
     "rule_link",
     "rules_html",

@@ -104,6 +104,9 @@ def status(summary: Mapping[str, Any], context: Mapping[str, Any] | None = None)
     crit, warn, info = (int(sev.get(s, 0) or 0) for s in SEVERITY_ORDER)
     scanned = (context or {}).get("scanned") or summary.get("inventory_counts") or {}
     nothing = not any(int(v or 0) for k, v in scanned.items() if k in TABLE_LABELS)
+    suspicion = summary.get("suspected_wrong_root")
+    if suspicion:  # the inputs look wrong: that is the answer, not the findings (audit.gates)
+        return "warning", f"Suspected wrong root: {suspicion.get('message', '')}"
     if crit:
         extra = f", {plural(warn, 'warning')}" if warn else ""
         return "critical", f"{plural(crit, 'critical finding')}{extra}"
@@ -535,6 +538,9 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
     total = summary.get("total_findings", 0)
     sev = summary.get("counts_by_severity", {}) or {}
     lines = [f"**{total} findings**: " + ", ".join(f"{sev.get(s, 0)} {s}" for s in SEVERITY_ORDER)]
+    suspicion = summary.get("suspected_wrong_root")
+    if suspicion:
+        lines = [f"**Suspected wrong root**: {suspicion.get('message', '')}", "", *lines]
     kinds = summary.get("counts_by_kind", {}) or {}
     bytes_by_kind = summary.get("bytes_by_kind", {}) or {}
     if kinds:

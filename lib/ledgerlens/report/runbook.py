@@ -123,6 +123,17 @@ def check_no_secrets(text: str, where: str, env: Mapping[str, str] | None = None
         )
 
 
+def relocate_notebook(path: str | Path, staging: str | Path, final: str | Path) -> Path:
+    """Rewrite the notebook ``path`` so that paths under ``staging`` read as under ``final`` (where
+    the run's results are published, ``ledgerlens.outdir``)."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    moved = text.replace(str(Path(staging)), str(Path(final)))
+    if moved != text:
+        path.write_text(moved, encoding="utf-8")
+    return path
+
+
 def redact_notebook_file(path: str | Path) -> Path:
     """Rewrite the notebook ``path`` with every credential redacted (``ledgerlens.redact``)."""
     path = Path(path)

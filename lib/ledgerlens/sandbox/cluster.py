@@ -238,6 +238,7 @@ class _Cluster:
         self.s3_aged = s3_aged
         self.rng = random.Random(seed)
         self.nodes: dict[str, tuple[bytes, list[Any] | None]] = {}
+        self.rewrites: dict[str, bytes] = {}  # set after creation (znode version 1)
         self.objects: list[tuple[str, bytes, dict[str, str]]] = []
         self.expected: list[dict[str, Any]] = []
         self.controls: list[dict[str, Any]] = []
@@ -1111,10 +1112,12 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
     )
 
     # corrupt_metadata, BookKeeper side (unreferenced ledgers, component null).
-    def bk_corrupt(lid: int, data: bytes, acl: list[Any] | None = None) -> None:
+    def bk_corrupt(
+        lid: int, data: bytes, acl: list[Any] | None = None, kind: str = "corrupt_metadata"
+    ) -> None:
         c.put(c.ledger_path(lid), data, acl)
         c.counts["bk_ledgers"] += 1
-        c.expect("corrupt_metadata", "critical", ledger_id=lid, path=c.ledger_path(lid))
+        c.expect(kind, "critical", ledger_id=lid, path=c.ledger_path(lid))
 
     bk_corrupt(c.new_id(), wire.bk_header(2) + b"quorumSize: 2\nensembleSize: banana\nsegment {{{\n")
     bk_corrupt(c.new_id(long=True), wire.bk_header(7) + b"\x00\x01future-format")
@@ -1131,7 +1134,30 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
         ctime_ms=old,
         custom=c.ml_custom(live),
     )
-    bk_corrupt(lid, wire.bk_metadata_v3(md), acl=no_read)
+    bk_corrupt(lid, wire.bk_metadata_v3(md), acl=no_read, kind="unreadable_metadata")  # NoAuth
+
+    # emptied_managed_ledger: a node rewritten to 0 bytes (version 1) while its older ledgers still
+    # name it. Its ledgers stay orphan_ledger, with the caveat and action investigate.
+    name = wire.managed_ledger_name("persistent://acme/orders/emptied-by-edit")
+    leds = _closed_series(c, 2, first_ts=old, step=HOUR)
+    c.topic("persistent://acme/orders/emptied-by-edit", leds)
+    c.rewrites[c.ml_path(name)] = b""
+    c.expect(
+        "emptied_managed_ledger",
+        "warning",
+        component="managed-ledger",
+        managed_ledger=name,
+        path=c.ml_path(name),
+    )
+    for led in leds:
+        c.expect(
+            "orphan_ledger",
+            "warning",
+            component="managed-ledger",
+            ledger_id=led.ledger_id,
+            managed_ledger=name,
+            path=c.ledger_path(led.ledger_id),
+        )
 
     # Controls.
     young_id = c.new_id()
@@ -1377,6 +1403,8 @@ def generate(
     client = _connect(zk_hosts)
     try:
         created = write_znodes(client, c.nodes)
+        for path, data in c.rewrites.items():
+            client.set(path, data)
     finally:
         client.stop()
         client.close()
@@ -1432,6 +1460,8 @@ def generate_bulk(zk_hosts: str, *, root: str, n_ledgers: int, n_topics: int, no
         b"2\norg.apache.pulsar.metadata.bookkeeper.PulsarLedgerManagerFactory:1",
         None,
     )
+    nodes[ledgers_root + "/INSTANCEID"] = (str(uuidlib.uuid4()).encode(), None)  # as every bookie cluster
+    nodes[ledgers_root + "/available"] = (b"", None)
     per = n_ledgers // n_topics
     extra = n_ledgers % n_topics
     lid = 10_000

@@ -76,15 +76,20 @@ class ListStats:
     not_offload: int = 0
 
 
-def make_client(source: S3Source) -> Any:
-    """A boto3 S3 client for ``source`` (credentials from boto3's standard chain)."""
+def make_client(source: S3Source, *, max_attempts: int = 8) -> Any:
+    """A boto3 S3 client for ``source`` (credentials from boto3's standard chain).
+
+    ``max_attempts``: boto3's retry budget per request (adaptive mode); a few requests that must
+    fail fast when the store is gone (re-verification) take a smaller one.
+    """
     session = boto3.Session(profile_name=source.profile) if source.profile else boto3
     return session.client(
         "s3",
         endpoint_url=source.endpoint_url,
         region_name=source.region,
         config=Config(
-            retries={"max_attempts": 8, "mode": "adaptive"}, max_pool_connections=source.max_in_flight
+            retries={"max_attempts": max_attempts, "mode": "adaptive"},
+            max_pool_connections=source.max_in_flight,
         ),
     )
 

@@ -182,6 +182,7 @@ class SnapshotPlan:
     bytes: int
     overlay: dict[str, _Change] = field(default_factory=dict)
     clusters: list[str] = field(default_factory=list)
+    present: frozenset[str] = frozenset()  # which of the source's ``probes()`` exist at that point
 
 
 _PLANS: dict[tuple[Any, ...], SnapshotPlan] = {}
@@ -232,6 +233,17 @@ class ZooKeeperSnapshot(InventorySource):
         }
         c = self.chroot.rstrip("/")
         return {s: c + "/" + r.strip("/") for s, r in roots.items() if s in self.stages}
+
+    def probes(self) -> tuple[str, ...]:
+        """Full paths whose existence the plan records (``SnapshotPlan.present``): the chroot, the
+        roots of this store's stages and the nodes every BookKeeper cluster writes under its
+        ledgers root (the plausibility gates of ``ledgerlens.audit.gates`` read them)."""
+        roots = self._roots()
+        out = [self.chroot.rstrip("/")] if self.chroot.rstrip("/") else []
+        out += list(roots.values())
+        if "bk_ledgers" in roots:
+            out += [f"{roots['bk_ledgers']}/{n}" for n in ("LAYOUT", "INSTANCEID", "available")]
+        return tuple(out)
 
     # -- driver ---------------------------------------------------------------------------------
     def prepare(self) -> SnapshotPlan:
@@ -309,6 +321,8 @@ class ZooKeeperSnapshot(InventorySource):
         chunk_changes: dict[str, _Change] = {}
         seen: set[str] = set()
         n_nodes = 0
+        probes = set(self.probes())
+        present: set[str] = set()
 
         def flush(end: int | None) -> None:
             if cur_stage is not None and chunk_n:
@@ -327,6 +341,8 @@ class ZooKeeperSnapshot(InventorySource):
             name = cluster_of(node.path)
             if name is not None and not (node.path in overlay and overlay[node.path].deleted):
                 clusters.add(name)
+            if node.path in probes:
+                present.add(node.path)
             stage = next((s for s, r in order if node.path == r or node.path.startswith(r + "/")), None)
             if stage != cur_stage or (not compressed and chunk_n >= self.chunk_nodes):
                 flush(node.offset)
@@ -355,6 +371,11 @@ class ZooKeeperSnapshot(InventorySource):
         clusters.update(
             n for p, c in overlay.items() if c.full and not c.deleted and (n := cluster_of(p)) is not None
         )
+        for p, c in overlay.items():  # the logs' creations and deletions, and roots they wrote under
+            if c.deleted:
+                present.discard(p)
+            else:
+                present.update(q for q in probes if p == q or p.startswith(q + "/"))
         if "namespace_policies" in parts and len(parts["namespace_policies"]) > 1:
             parts["namespace_policies"] = [_encode(("all", parts["namespace_policies"]))]
         return SnapshotPlan(
@@ -371,6 +392,7 @@ class ZooKeeperSnapshot(InventorySource):
             bytes=os.path.getsize(snap_path),
             overlay=overlay,
             clusters=sorted(clusters),
+            present=frozenset(present),
         )
 
     def check(self) -> None:

@@ -1,0 +1,238 @@
+"""Plausibility gates: prove the audit looks at a Pulsar cluster before any finding is written.
+
+A wrong chroot, a mistyped ``--ledgers-root`` or a bucket shared with another cluster all look,
+to the rules, like a cluster whose storage is full of orphans or whose metadata points at nothing.
+These gates refuse such inputs (``ImplausibleInputError``, one line naming what looks wrong and
+how to override knowingly) or, for the share of missing ledgers, mark the run as a suspected wrong
+root instead of paging. Thresholds: docs/audit-rules.md, "Plausibility gates".
+
+- ``check_structure`` (before Spark, on a kazoo client; ``check_snapshot_structure`` on a ZooKeeper
+  data directory), for each metadata store and the roles it holds: the chroot exists; the
+  ledgers root has the nodes every BookKeeper cluster writes (``LAYOUT``, ``INSTANCEID``,
+  ``available``); the managed-ledger root exists.
+- ``check_inventory`` (after collection): no managed ledgers next to a non-empty bucket or
+  Pulsar ledgers in BookKeeper is refused.
+- ``wrong_root_suspicion`` (after the rules): more than ``MISSING_SHARE`` of the referenced
+  ledgers and more than ``MISSING_MIN`` ledgers missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ledgerlens.config import ZooKeeperSource
+from ledgerlens.errors import LedgerLensError, SourceError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+BOOKKEEPER_NODES = ("LAYOUT", "INSTANCEID", "available")
+MISSING_SHARE = 0.05  # of the distinct ledgers the metadata references
+MISSING_MIN = 10  # distinct missing ledgers
+OVERRIDE = "--allow-empty-metadata"
+AUTH_HINT = (
+    "configure ZooKeeper authentication for ledgerlens (digest or SASL credentials and TLS from a "
+    "config file or the environment, never command-line parameters)"
+)
+
+
+class ImplausibleInputError(LedgerLensError):
+    """The inputs do not look like one Pulsar cluster (wrong chroot, root, bucket)."""
+
+
+def _override(allow: bool) -> str:
+    return "" if allow else f" (if this is really intended, pass {OVERRIDE})"
+
+
+def check_structure(
+    client: Any,
+    zk: ZooKeeperSource,
+    *,
+    bookkeeper: bool = True,
+    pulsar: bool = True,
+    allow_empty_metadata: bool = False,
+    option: str = "--zookeeper",
+) -> dict[str, Any]:
+    """Check the chroot, the ledgers root and the managed-ledger root on a started kazoo client.
+
+    ``bookkeeper`` / ``pulsar``: which metadata the store holds (a store named by
+    ``--bookkeeper-metadata`` holds only BookKeeper's, ``--pulsar-metadata`` only Pulsar's).
+    ``option`` names the setting that gave the store (for the hint). Returns what was seen
+    (``judge_structure``).
+    """
+    from kazoo.exceptions import NoAuthError
+
+    where = f"zookeeper {zk.hosts}"
+    chroot = zk.hosts.partition("/")[2]
+    try:
+        chroot_exists = not chroot or client.exists("/") is not None
+        ledgers = nodes = None
+        ml_root, ml_tenants = False, 0
+        if chroot_exists and bookkeeper:
+            ledgers = client.exists(zk.ledgers_root) is not None
+            nodes = set(client.get_children(zk.ledgers_root)) if ledgers else set()
+        if chroot_exists and pulsar:
+            ml_root = client.exists(zk.managed_ledgers_root) is not None
+            ml_tenants = len(client.get_children(zk.managed_ledgers_root)) if ml_root else 0
+    except NoAuthError as e:
+        raise SourceError(where, f"NoAuth reading the cluster's root nodes; {AUTH_HINT}") from e
+    return judge_structure(
+        where,
+        chroot="/" + chroot if chroot else "",
+        chroot_exists=chroot_exists,
+        ledgers_root=zk.ledgers_root if bookkeeper else None,
+        ledgers_root_exists=ledgers,
+        ledgers_root_nodes=nodes,
+        managed_ledgers_root=zk.managed_ledgers_root if pulsar else None,
+        managed_ledgers_root_exists=ml_root,
+        managed_ledger_tenants=ml_tenants,
+        allow_empty_metadata=allow_empty_metadata,
+        option=option,
+    )
+
+
+def check_snapshot_structure(source: Any, *, allow_empty_metadata: bool = False) -> dict[str, Any]:
+    """The same checks on a ZooKeeper data directory (``ledgerlens.sources.zk_snapshot``), at the
+    point in time it is read at (the plan's ``present`` probes)."""
+    plan = source.prepare()
+    roots = source._roots()
+    chroot = source.chroot.rstrip("/")
+    bk_root, ml_root = roots.get("bk_ledgers"), roots.get("managed_ledgers")
+    return judge_structure(
+        f"zk-snapshot {source.data_dir}",
+        chroot=chroot,
+        chroot_exists=not chroot or chroot in plan.present,
+        ledgers_root=source.ledgers_root if bk_root else None,
+        ledgers_root_exists=bk_root in plan.present if bk_root else None,
+        ledgers_root_nodes={n for n in BOOKKEEPER_NODES if f"{bk_root}/{n}" in plan.present},
+        managed_ledgers_root=source.managed_ledgers_root if ml_root else None,
+        managed_ledgers_root_exists=ml_root in plan.present if ml_root else False,
+        managed_ledger_tenants=None,  # counted after collection (``check_inventory``)
+        allow_empty_metadata=allow_empty_metadata,
+        option="--zookeeper",  # or a zk-snapshot store's #PATH
+    )
+
+
+def judge_structure(
+    where: str,
+    *,
+    chroot: str,
+    chroot_exists: bool,
+    ledgers_root: str | None,
+    ledgers_root_exists: bool | None,
+    ledgers_root_nodes: set[str] | None,
+    managed_ledgers_root: str | None,
+    managed_ledgers_root_exists: bool,
+    managed_ledger_tenants: int | None,
+    allow_empty_metadata: bool = False,
+    option: str = "--zookeeper",
+) -> dict[str, Any]:
+    """Refuse a store that is not the metadata of a Pulsar cluster; returns what was seen.
+
+    A missing chroot is always an error; a ledgers root without ``LAYOUT``, ``INSTANCEID`` and
+    ``available`` or a missing managed-ledger root is an error unless ``allow_empty_metadata``.
+    ``ledgers_root`` / ``managed_ledgers_root`` None: the store does not hold that metadata.
+    """
+    if not chroot_exists:
+        raise ImplausibleInputError(
+            f"{where}: chroot {chroot} does not exist; check the path after host:port in {option}"
+        )
+    children = ledgers_root_nodes or set()
+    root_hint = (
+        "--ledgers-root and the chroot in --zookeeper" if option == "--zookeeper" else f"the path in {option}"
+    )
+    seen: dict[str, Any] = {"where": where, "chroot": chroot}
+    if ledgers_root is not None:
+        seen["ledgers_root"] = ledgers_root
+        seen["ledgers_root_nodes"] = sorted(n for n in BOOKKEEPER_NODES if n in children)
+        missing = [n for n in BOOKKEEPER_NODES if n not in children]
+        if missing and not allow_empty_metadata:
+            what = "does not exist" if not ledgers_root_exists else f"has no {', '.join(missing)}"
+            raise ImplausibleInputError(
+                f"{where}: {ledgers_root} {what}, so it is not a BookKeeper ledgers root; "
+                f"check {root_hint}{_override(False)}"
+            )
+    if managed_ledgers_root is not None:
+        seen["managed_ledgers_root"] = managed_ledgers_root_exists
+        seen["managed_ledger_tenants"] = managed_ledger_tenants
+        if not managed_ledgers_root_exists and not allow_empty_metadata:
+            raise ImplausibleInputError(
+                f"{where}: {managed_ledgers_root} does not exist, so this is not a Pulsar cluster's "
+                f"metadata (or it never had a topic); check the chroot in {option}{_override(False)}"
+            )
+    return seen
+
+
+def check_inventory(
+    tables: Mapping[str, DataFrame], *, where: str, allow_empty_metadata: bool = False
+) -> dict[str, int]:
+    """Refuse a lopsided inventory: no managed ledger, but offloaded objects or Pulsar ledgers.
+
+    Returns the counts it looked at (``managed_ledgers``, ``pulsar_ledgers``, ``offload_objects``).
+    """
+    from pyspark.sql import functions as F
+
+    def nonempty(df: DataFrame | None) -> int:
+        return 0 if df is None else len(df.limit(1).collect())
+
+    mls = tables.get("managed_ledgers")
+    managed = nonempty(None if mls is None else mls.filter(F.col("error").isNull()))
+    bk = tables.get("bk_ledgers")
+    pulsar = nonempty(
+        None
+        if bk is None
+        else bk.filter(F.col("managed_ledger").isNotNull() | (F.col("application") == "pulsar"))
+    )
+    objects = nonempty(tables.get("offload_objects"))
+    seen = {"managed_ledgers": managed, "pulsar_ledgers": pulsar, "offload_objects": objects}
+    if managed or allow_empty_metadata or not (pulsar or objects):
+        return seen
+    parts = (("Pulsar ledgers in BookKeeper", pulsar), ("offloaded objects in the bucket", objects))
+    found = " and ".join(w for w, n in parts if n)
+    raise lopsided_error(where, found)
+
+
+def lopsided_error(where: str, found: str) -> ImplausibleInputError:
+    """The error for metadata without a managed ledger next to storage that holds ``found``."""
+    return ImplausibleInputError(
+        f"{where}: no managed ledger found, but {found}: the metadata looked at is not this storage's "
+        f"cluster (wrong chroot, or a bucket shared with another cluster); every object would look "
+        f"orphaned{_override(False)}"
+    )
+
+
+def wrong_root_suspicion(missing: int, references: int) -> dict[str, Any] | None:
+    """The ``suspected_wrong_root`` summary entry when the missing share is implausibly high."""
+    if missing <= MISSING_MIN or references <= 0 or missing <= MISSING_SHARE * references:
+        return None
+    return {
+        "missing_ledgers": missing,
+        "referenced_ledgers": references,
+        "share": round(missing / references, 4),
+        "thresholds": {"share": MISSING_SHARE, "min_ledgers": MISSING_MIN},
+        "message": (
+            f"{missing} of {references} referenced ledgers ({missing / references:.0%}) are missing from "
+            "BookKeeper: far more than data loss looks like. Suspected wrong --ledgers-root or chroot; "
+            "missing_ledger findings are downgraded to warnings and no orphan is proposed for deletion until "
+            "this is checked"
+        ),
+    }
+
+
+def downgrade_missing(findings: DataFrame) -> DataFrame:
+    """``missing_ledger`` findings as warnings, and orphan findings as ``investigate`` (never a
+    deletion candidate), all marked ``suspected_wrong_root`` in their evidence."""
+    from pyspark.sql import functions as F
+
+    missing = F.col("kind") == "missing_ledger"
+    orphan = F.col("kind").isin("orphan_ledger", "orphan_offload_object")
+    marked = F.concat(
+        F.expr("substring(evidence, 1, length(evidence) - 1)"), F.lit(',"suspected_wrong_root":true}')
+    )
+    touched = (missing | orphan) & F.col("evidence").endswith("}") & (F.length("evidence") > 2)
+    return (
+        findings.withColumn("severity", F.when(missing, F.lit("warning")).otherwise(F.col("severity")))
+        .withColumn("action", F.when(orphan, F.lit("investigate")).otherwise(F.col("action")))
+        .withColumn("evidence", F.when(touched, marked).otherwise(F.col("evidence")))
+    )

@@ -1,0 +1,344 @@
+"""Check everything checkable before Spark starts, and fail in one line.
+
+``preflight`` runs before a run starts Spark (the CLI, ``ledgerlens report``, the runbook): the
+output directory, the connect strings, the Spark master, ZooKeeper (reachable within about 10 s,
+the chroot and the cluster's structure: ``ledgerlens.audit.gates``) and the bucket (readable, with
+a hint naming the credential sources boto3 looked at). Each failure is a ``ConfigError`` (a
+malformed setting) or a ``SourceError`` (a server), whose message names the setting or the server.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import re
+import socket
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ledgerlens.config import S3Source, ZooKeeperSource
+from ledgerlens.errors import ConfigError, SourceError
+from ledgerlens.redact import redact
+
+ZK_TIMEOUT_S = 10.0  # the whole ZooKeeper check: resolve, connect, read the structure
+S3_TIMEOUT_S = 10.0
+SPARK_MASTER_TIMEOUT_S = 5.0
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)$")
+_LOCAL_MASTER = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$|^local-cluster\[\d+,\s*\d+,\s*\d+\]$")
+
+
+@dataclass(frozen=True)
+class ConnectString:
+    """A parsed ZooKeeper connect string."""
+
+    servers: tuple[tuple[str, int], ...]
+    chroot: str  # "" when none
+
+    def server_list(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self.servers)
+
+
+def parse_connect_string(hosts: str, *, option: str = "--zookeeper") -> ConnectString:
+    """``host:port[,host:port...][/chroot]`` -> ``ConnectString``, or ``ConfigError`` saying what is wrong."""
+    text = (hosts or "").strip()
+    if not text:
+        raise ConfigError(f"{option}: empty connect string (expected host:port[,host:port][/chroot])")
+    servers_part, slash, chroot = text.partition("/")
+    chroot = slash + chroot if slash else ""
+    servers: list[tuple[str, int]] = []
+    for item in servers_part.split(","):
+        item = item.strip()
+        host, colon, port = item.rpartition(":")
+        if not colon:
+            host, port = item, "2181"
+        if not host or not _HOST.match(host):
+            raise ConfigError(f"{option} {hosts!r}: bad host {host or item!r} (expected host:port)")
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{option} {hosts!r}: bad port {port!r} in {item!r} (expected 1-65535)")
+        servers.append((host.strip("[]"), int(port)))
+    if chroot:
+        if chroot != "/" and (chroot.endswith("/") or "//" in chroot):
+            raise ConfigError(f"{option} {hosts!r}: bad chroot {chroot!r} (expected /name[/name...])")
+        if chroot == "/":
+            chroot = ""
+    return ConnectString(tuple(servers), chroot)
+
+
+def check_path(option: str, path: str) -> None:
+    """A ZooKeeper path setting (``--ledgers-root``): absolute, no trailing or double slash."""
+    if not path.startswith("/") or (path != "/" and path.endswith("/")) or "//" in path:
+        raise ConfigError(f"{option} {path!r}: expected an absolute ZooKeeper path such as /ledgers")
+
+
+def check_spark_master(master: str) -> None:
+    """A well-formed Spark master; a ``spark://`` or ``k8s://`` master must accept a TCP connection."""
+    m = (master or "").strip()
+    if not m or _LOCAL_MASTER.match(m) or m == "yarn":
+        if not m:
+            raise ConfigError(
+                "--spark-master: empty (expected local[*], spark://host:port, yarn or k8s://...)"
+            )
+        return
+    if m.startswith("spark://"):
+        targets: list[tuple[str, int]] = []
+        for item in m[len("spark://") :].split(","):
+            host, _, port = item.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(f"--spark-master {master!r}: expected spark://host:port")
+            targets.append((host, int(port)))
+    elif m.startswith("k8s://"):
+        url = urlsplit(m[len("k8s://") :] if "://" in m[len("k8s://") :] else "https://" + m[len("k8s://") :])
+        if not url.hostname:
+            raise ConfigError(f"--spark-master {master!r}: expected k8s://https://host:port")
+        targets = [(url.hostname, url.port or 443)]
+    else:
+        raise ConfigError(
+            f"--spark-master {master!r}: unknown master (expected local[*], spark://host:port, yarn or k8s://...)"
+        )
+    problems = []
+    for target_host, target_port in targets:
+        problem = _tcp_problem(target_host, target_port, SPARK_MASTER_TIMEOUT_S)
+        if problem is None:
+            return
+        problems.append(f"{target_host}:{target_port} {problem}")
+    raise SourceError(f"spark master {master}", "unreachable: " + "; ".join(problems))
+
+
+def check_s3_endpoint(endpoint: str) -> None:
+    """A well-formed S3 endpoint URL without credentials in it."""
+    if not endpoint:
+        return
+    url = urlsplit(endpoint)
+    if url.username is not None or url.password is not None or "@" in url.netloc:
+        raise ConfigError(
+            f"--s3-endpoint {redact(endpoint)}: credentials in the URL are refused (they would end up in "
+            "shell history and reports); remove them and set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
+            "or AWS_PROFILE"
+        )
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ConfigError(f"--s3-endpoint {endpoint!r}: expected http(s)://host[:port]")
+    try:
+        url.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as e:
+        raise ConfigError(f"--s3-endpoint {endpoint!r}: bad port ({e})") from e
+
+
+# -- network -----------------------------------------------------------------------------------
+
+
+def _resolve(host: str, port: int, timeout: float) -> list[Any]:
+    """getaddrinfo bounded by ``timeout`` (a dead resolver must not hang the check)."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    try:
+        future = pool.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
+        return future.result(timeout=timeout)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _tcp_problem(host: str, port: int, timeout: float) -> str | None:
+    """None when ``host:port`` accepts a TCP connection within ``timeout``, else what went wrong."""
+    deadline = time.monotonic() + timeout
+    try:
+        infos = _resolve(host, port, timeout)
+    except concurrent.futures.TimeoutError:
+        return f"name lookup of {host!r} timed out"
+    except socket.gaierror as e:
+        return f"name {host!r} does not resolve ({e.strerror})"
+    last = "no address"
+    for family, kind, proto, _name, addr in infos:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "connect timed out"
+        s = socket.socket(family, kind, proto)
+        s.settimeout(left)
+        try:
+            s.connect(addr)
+            return None
+        except ConnectionRefusedError:
+            last = "connection refused"
+        except TimeoutError:
+            last = "connect timed out"
+        except OSError as e:
+            last = e.strerror or str(e)
+        finally:
+            s.close()
+    return last
+
+
+def check_zookeeper(zk: ZooKeeperSource, *, timeout_s: float = ZK_TIMEOUT_S) -> ConnectString:
+    """ZooKeeper answers within ``timeout_s``; refused or unresolvable addresses fail fast, named."""
+    cs = parse_connect_string(zk.hosts)
+    check_path("--ledgers-root", zk.ledgers_root)
+    deadline = time.monotonic() + timeout_s
+    problems = []
+    for host, port in cs.servers:
+        problem = _tcp_problem(host, port, max(0.5, min(5.0, deadline - time.monotonic())))
+        if problem is None:
+            break
+        problems.append(f"{host}:{port} {problem}")
+    else:
+        raise SourceError(f"zookeeper {cs.server_list()}", "unreachable: " + "; ".join(problems))
+    return cs
+
+
+def zookeeper_client(zk: ZooKeeperSource, *, timeout_s: float = ZK_TIMEOUT_S) -> Any:
+    """A started read-only kazoo client on the cluster's chroot, bounded by ``timeout_s``."""
+    from kazoo.client import KazooClient
+
+    options = zk.auth.kazoo_options() if zk.auth is not None else {}  # credentials by reference
+    client = KazooClient(
+        hosts=zk.hosts,
+        timeout=timeout_s,
+        read_only=True,
+        connection_retry={"max_tries": 1},
+        **options,  # type: ignore[arg-type]
+    )
+    try:
+        with warnings.catch_warnings():  # a missing chroot: reported by the structure check instead
+            warnings.simplefilter("ignore")
+            client.start(timeout=timeout_s)
+    except Exception as e:  # noqa: BLE001 - a timeout, or a server that is not ZooKeeper
+        client.close()
+        raise SourceError(
+            f"zookeeper {zk.hosts}",
+            f"no ZooKeeper session within {timeout_s:.0f} s ({type(e).__name__}); is it a ZooKeeper server?",
+        ) from e
+    return client
+
+
+# -- S3 ----------------------------------------------------------------------------------------
+
+
+def credential_sources() -> list[str]:
+    """The credential providers boto3 consults, in order (its own names)."""
+    import botocore.session
+
+    resolver = botocore.session.get_session().get_component("credential_provider")
+    return [str(getattr(p, "METHOD", type(p).__name__)) for p in resolver.providers]
+
+
+def check_bucket(s3: S3Source, *, timeout_s: float = S3_TIMEOUT_S) -> bool:
+    """The bucket can be listed within ``timeout_s``; errors name the bucket, the endpoint and, for
+    credential problems, the sources boto3 looked at. Returns whether it holds any object."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    check_s3_endpoint(s3.endpoint_url or "")
+    where = f"s3 {s3.endpoint_url or 'aws'} bucket {s3.bucket}"
+    session = boto3.session.Session()
+    creds = session.get_credentials()
+    if creds is None:
+        raise SourceError(
+            where,
+            "no AWS credentials found; boto3 looked at: "
+            + ", ".join(credential_sources())
+            + " (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or an instance role)",
+        )
+    config = Config(
+        connect_timeout=min(5.0, timeout_s),
+        read_timeout=timeout_s,
+        retries={"total_max_attempts": 2, "mode": "standard"},
+    )
+    client = session.client("s3", endpoint_url=s3.endpoint_url, region_name=s3.region, config=config)
+    try:
+        listing = client.list_objects_v2(Bucket=s3.bucket, MaxKeys=1)
+    except NoCredentialsError as e:
+        sources = ", ".join(credential_sources())
+        raise SourceError(where, f"no AWS credentials; boto3 looked at: {sources}") from e
+    except ClientError as e:
+        code = str(e.response.get("Error", {}).get("Code", ""))
+        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in ("NoSuchBucket", "404") or status == 404:
+            raise SourceError(where, "the bucket does not exist (check --bucket and --s3-endpoint)") from e
+        if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch") or status == 403:
+            raise SourceError(
+                where,
+                f"access denied ({code}) with credentials from boto3's {creds.method!r} source; "
+                f"boto3 looks at: {', '.join(credential_sources())}",
+            ) from e
+        raise SourceError(where, f"cannot list the bucket: {code or status}: {e}") from e
+    except BotoCoreError as e:
+        raise SourceError(where, f"cannot reach the endpoint: {e}") from e
+    return bool(listing.get("KeyCount") or listing.get("Contents"))
+
+
+def preflight(
+    zk: ZooKeeperSource | None,
+    s3: S3Source | None,
+    *,
+    out: str | Path | None = None,
+    spark_master: str | None = None,
+    allow_empty_metadata: bool = False,
+    stores: Any = None,
+) -> dict[str, Any]:
+    """Every check that needs no Spark, cheapest first; returns what the structure checks saw.
+
+    ``stores`` (``ledgerlens.sources.stores.Stores``; default: ``zk`` holding both) names the
+    metadata stores: each live ZooKeeper and each ZooKeeper data directory is checked for the
+    metadata it holds (BookKeeper's, Pulsar's or both). Raises ``ConfigError`` / ``SourceError``
+    (one line, naming the setting or the server).
+    """
+    from ledgerlens.audit.gates import check_snapshot_structure, check_structure, lopsided_error
+    from ledgerlens.outdir import check_writable
+    from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES
+    from ledgerlens.sources.stores import Stores
+    from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot
+    from ledgerlens.sources.zookeeper import LiveZooKeeper
+
+    if out is not None:
+        check_writable(Path(out))
+    if stores is None and zk is not None:
+        stores = Stores.single(zk)
+    sources = list(stores.sources()) if stores is not None else []
+    live = [src.zk for src in sources if isinstance(src, LiveZooKeeper)]
+    for cfg in live:  # well-formed before anything is contacted
+        parse_connect_string(cfg.hosts)
+        check_path("--ledgers-root", cfg.ledgers_root)
+    if s3 is not None:
+        check_s3_endpoint(s3.endpoint_url or "")
+    if spark_master is not None:
+        check_spark_master(spark_master)
+    seen: dict[str, Any] = {"stores": []}
+    tenants: int | None = 0
+    for src in sources:
+        bookkeeper = any(st in src.stages for st in BOOKKEEPER_STAGES)
+        pulsar = any(st in src.stages for st in PULSAR_STAGES)
+        if isinstance(src, LiveZooKeeper):
+            if zk is not None and src.zk.hosts == zk.hosts:
+                option = "--zookeeper"
+            else:
+                option = "--bookkeeper-metadata" if not pulsar else "--pulsar-metadata"
+            check_zookeeper(src.zk)
+            client = zookeeper_client(src.zk)
+            try:
+                structure = check_structure(
+                    client,
+                    src.zk,
+                    bookkeeper=bookkeeper,
+                    pulsar=pulsar,
+                    allow_empty_metadata=allow_empty_metadata,
+                    option=option,
+                )
+            finally:
+                client.stop()
+                client.close()
+        elif isinstance(src, ZooKeeperSnapshot):
+            structure = check_snapshot_structure(src, allow_empty_metadata=allow_empty_metadata)
+        else:  # other source kinds check themselves when collection starts
+            continue
+        seen["stores"].append(structure)
+        if pulsar:
+            n = structure.get("managed_ledger_tenants")
+            tenants = None if n is None or tenants is None else tenants + n
+    if s3 is not None:
+        has_objects = check_bucket(s3)
+        if has_objects and tenants == 0 and sources and not allow_empty_metadata:
+            pulsar_stores = [str(x["where"]) for x in seen["stores"] if "managed_ledgers_root" in x]
+            where = "; ".join(pulsar_stores) or "the metadata stores"
+            raise lopsided_error(where, f"bucket {s3.bucket} holds objects")
+    return seen
