@@ -8,8 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
@@ -105,30 +104,3 @@ def bucket(s3_server: S3Server) -> str:
     s3 = boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1")
     s3.create_bucket(Bucket=name)
     return name
-
-
-def generated_cluster(zk_hosts: str, s3_endpoint: str, scenario: str, now_ms: int) -> tuple[str, str, Any]:
-    """A generated cluster (``ledgerlens.sandbox.cluster.generate``) under a fresh chroot of
-    ``zk_hosts`` with a fresh bucket; returns (hosts with the chroot, bucket, ground truth)."""
-    import boto3
-    from kazoo.client import KazooClient
-
-    from ledgerlens.sandbox.cluster import generate
-
-    chroot = f"/{scenario}-{uuid.uuid4().hex[:8]}"
-    client = KazooClient(hosts=zk_hosts)
-    client.start()
-    client.ensure_path(chroot)
-    client.stop()
-    client.close()
-    bucket = f"{scenario}-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-    hosts = zk_hosts + chroot
-    truth = generate(hosts, root="", s3_endpoint=s3_endpoint, bucket=bucket, scenario=scenario, now_ms=now_ms)
-    return hosts, bucket, truth
-
-
-@pytest.fixture(scope="session")
-def make_cluster() -> Callable[[str, str, str, int], tuple[str, str, Any]]:
-    """``generated_cluster``: (zk_hosts, s3_endpoint, scenario, now_ms) -> (hosts, bucket, truth)."""
-    return generated_cluster

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from generated import generated_cluster
 from ledgerlens import pipeline
 from ledgerlens.audit.gates import ImplausibleInputError
 from ledgerlens.config import AuditConfig, ZooKeeperSource
@@ -44,9 +45,9 @@ def own_s3(tmp_path_factory: pytest.TempPathFactory, s3_server: Any) -> Iterator
     server.stop()
 
 
-def _cluster(make_cluster: Any, zk_hosts: str, endpoint: str, scenario: str) -> tuple[str, str]:
-    hosts, bucket, _truth = make_cluster(zk_hosts, endpoint, scenario, NOW_MS)
-    return hosts, bucket
+def _cluster(zookeeper: Any, s3: Any, scenario: str) -> tuple[str, str]:
+    c = generated_cluster(zookeeper, s3, scenario, now_ms=NOW_MS, scenario=scenario)
+    return c["hosts"], c["bucket"]
 
 
 def _previous_run(out: Path) -> dict[str, str]:
@@ -78,9 +79,9 @@ def _audit(
 
 
 def test_zookeeper_lost_during_collection(
-    spark, own_zookeeper, s3_server, tmp_path, monkeypatch, make_cluster, capsys
+    spark, own_zookeeper, s3_server, tmp_path, monkeypatch, capsys
 ) -> None:  # type: ignore[no-untyped-def]
-    hosts, bucket = _cluster(make_cluster, own_zookeeper.hosts, s3_server.endpoint_url, "healthy")
+    hosts, bucket = _cluster(own_zookeeper, s3_server, "healthy")
     from ledgerlens.sources.zookeeper import LiveZooKeeper
 
     original = LiveZooKeeper.plan
@@ -104,10 +105,8 @@ def test_zookeeper_lost_during_collection(
 
 
 @pytest.mark.slow  # a planted cluster's whole audit (~1-3 min); the ZooKeeper case above stays in make test
-def test_s3_lost_during_reverification(
-    spark, zookeeper, own_s3, tmp_path, monkeypatch, make_cluster, capsys
-) -> None:  # type: ignore[no-untyped-def]
-    hosts, bucket = _cluster(make_cluster, zookeeper.hosts, own_s3.endpoint_url, "planted")
+def test_s3_lost_during_reverification(spark, zookeeper, own_s3, tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    hosts, bucket = _cluster(zookeeper, own_s3, "planted")
     import ledgerlens.reverify as reverify
 
     original = reverify.reverify
@@ -129,14 +128,12 @@ def test_s3_lost_during_reverification(
     assert _state(out) == before
 
 
-def test_no_managed_ledger_next_to_pulsar_ledgers_is_refused(
-    spark, zookeeper, s3_server, tmp_path, make_cluster
-) -> None:  # type: ignore[no-untyped-def]
+def test_no_managed_ledger_next_to_pulsar_ledgers_is_refused(spark, zookeeper, s3_server, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A namespace exists, no topic in it (so the cheap check before Spark passes), but BookKeeper
     holds Pulsar ledgers: the metadata is not this storage's cluster."""
     from kazoo.client import KazooClient
 
-    hosts, _bucket = _cluster(make_cluster, zookeeper.hosts, s3_server.endpoint_url, "healthy")
+    hosts, _bucket = _cluster(zookeeper, s3_server, "healthy")
     chroot = hosts[len(zookeeper.hosts) :]
     client = KazooClient(hosts=zookeeper.hosts)
     client.start()
@@ -156,13 +153,11 @@ def test_no_managed_ledger_next_to_pulsar_ledgers_is_refused(
     assert not out.exists()
 
 
-def test_wrong_ledgers_root_is_a_suspicion_not_a_page(
-    spark, zookeeper, s3_server, tmp_path, make_cluster
-) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_ledgers_root_is_a_suspicion_not_a_page(spark, zookeeper, s3_server, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A ledgers root with the nodes of a BookKeeper cluster but not this cluster's ledgers."""
     from kazoo.client import KazooClient
 
-    hosts, bucket = _cluster(make_cluster, zookeeper.hosts, s3_server.endpoint_url, "healthy")
+    hosts, bucket = _cluster(zookeeper, s3_server, "healthy")
     chroot = hosts[len(zookeeper.hosts) :]
     client = KazooClient(hosts=zookeeper.hosts)
     client.start()

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from generated import generated_cluster
 from ledgerlens import cli
 from ledgerlens.outdir import OutputDir
 from ledgerlens.sandbox.cluster import default_now_ms
@@ -35,14 +36,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def healthy(zookeeper: Any, s3_server: Any, make_cluster: Any) -> dict[str, str]:
+def healthy(zookeeper: Any, s3_server: Any) -> dict[str, str]:
     """A generated healthy cluster under its own chroot, with its bucket (holding offloaded objects)."""
     from kazoo.client import KazooClient
 
     import ledgerlens.preflight
     import ledgerlens.report  # noqa: F401 - imported once here: the time bounds are about waiting, not imports
 
-    hosts, bucket, _truth = make_cluster(zookeeper.hosts, s3_server.endpoint_url, "healthy", default_now_ms())
+    c = generated_cluster(zookeeper, s3_server, "healthy", now_ms=default_now_ms(), scenario="healthy")
+    hosts, bucket = c["hosts"], c["bucket"]
     empty = f"/empty-{uuid.uuid4().hex[:8]}"  # a chroot with the nodes of a fresh cluster, no topic
     client = KazooClient(hosts=zookeeper.hosts)
     client.start()
