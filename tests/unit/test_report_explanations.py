@@ -229,3 +229,26 @@ def test_registry_extends_and_a_broken_explainer_falls_back() -> None:
 def test_rule_sections_parse_headings() -> None:
     text = "# Title\n\n### `a_kind`\n\nfirst\nline\n\n### `b`\nsecond\n## Other\nnot b\n"
     assert ex.rule_sections(text) == {"a_kind": "first\nline", "b": "second"}
+
+
+def test_suspicious_metadata_explains_why_not_to_delete() -> None:
+    ml = "acme/orders/persistent/emptied"
+    caveated = ex.explain(
+        row(kind="orphan_ledger", ledger_id=7, managed_ledger=ml, component="managed-ledger", bytes=100,
+            action="investigate",
+            evidence={"owner_emptied": True, "owner_node": f"/managed-ledgers/{ml}",
+                      "owner_znode_version": 2}),
+        WHERE,
+    )  # fmt: skip
+    assert f"/managed-ledgers/{ml} was emptied" in caveated.reason
+    assert "Do not delete" in caveated.next_step and "deleteledger" not in caveated.next_step
+    emptied = ex.explain(
+        row(kind="emptied_managed_ledger", managed_ledger=ml, path=f"/managed-ledgers/{ml}", bytes=100,
+            evidence={"znode_version": 2, "owned_ledgers": 1}),
+        WHERE,
+    )  # fmt: skip
+    assert "znode version 2" in emptied.reason and "1 older ledger(s)" in emptied.reason
+    assert "zookeeper-shell -server zk1:2181/pulsar stat" in emptied.next_step
+    unreadable = ex.explain(row(kind="unreadable_metadata", path="/ledgers/L1", evidence={}), WHERE)
+    assert "NoAuth" in unreadable.reason and "getAcl /ledgers/L1" in unreadable.next_step
+    assert "never command-line parameters" in unreadable.next_step

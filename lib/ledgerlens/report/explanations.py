@@ -12,41 +12,7 @@ Adding a finding kind: register an explainer next to the rule that emits it::
 
     from ledgerlens.report.explanations import EXPLAINERS, Finding
 
-    @EXPLAINERS.register("unreadable_metadata")
-def _unreadable_metadata(f: Finding) -> tuple[str, str]:
-    node = f.path or "an unnamed node"
-    reason = (
-        f"ZooKeeper denied the audit reading {node} (NoAuth): the audit is blind there, so nothing "
-        "it may reference can be judged."
-    )
-    shell = f"pulsar zookeeper-shell -server {q(f.zk)}"
-    return reason, _lines(
-        f"See who may read it: {shell} getAcl {q(node)}",
-        "Configure ZooKeeper authentication for ledgerlens (digest or SASL credentials and TLS in the "
-        "context file or the environment, never command-line parameters) and audit again.",
-    )
-
-
-@EXPLAINERS.register("emptied_managed_ledger")
-def _emptied_managed_ledger(f: Finding) -> tuple[str, str]:
-    node = f.path or "its node"
-    n = f.ev("owned_ledgers")
-    version = f.ev("znode_version")
-    reason = (
-        f"The managed-ledger node {node} lists no ledger although it was rewritten (znode version "
-        f"{version}, 0 bytes) while {n} older ledger(s) ({f.size}) still name it as their owner: "
-        "probably a bad edit."
-    )
-    shell = f"pulsar zookeeper-shell -server {q(f.zk)}"
-    return reason, _lines(
-        f"Look at it: {shell} stat {q(node)}",
-        f"Compare with the broker's view: {_info_internal(f)}" if f.topic else "",
-        "Restore the node from a backup before anything it owned is deleted; its ledgers' "
-        "orphan_ledger findings carry this caveat and the action investigate.",
-    )
-
-
-@EXPLAINERS.register("foreign_ledger")
+    @EXPLAINERS.register("foreign_ledger")
     def _foreign_ledger(f: Finding) -> tuple[str, str]:
         return (f"Ledger {f.ledger_id} belongs to another cluster ...", f"bookkeeper shell ...")
 
