@@ -30,6 +30,11 @@ metadata edit, never by writing fake bytes:
   bucket's cursor property is dropped by a version-checked edit of the cursor znode (topic unloaded),
   the snapshot ledger stays. ``missing_ledger`` of a dangling bucket property (the upstream loss "a
   failed merge deletes the only durable copy"): another bucket's snapshot ledger znode is deleted.
+- ``orphan_ledger`` of a stale compacted ledger (the upstream leak "the previous compacted ledger is
+  deleted best effort"): while a hardening script's ZooKeeper ACL denies deletes under the ledgers
+  root, a topic is compacted a second time; the broker records the new compacted ledger and fails
+  to delete the previous one, which nothing references any more. The audit judges compacted
+  ledgers on the live reference read from the bookies (the ``__compaction`` cursor ledger).
 - ``orphan_ledger`` leaked by the broker itself (found with this sandbox): a topic unloaded while the
   ledger of a rollover is being created; the broker closes that ledger and never deletes it
   (:func:`plant_unload_race`; its own log line is the ground truth).
@@ -84,6 +89,7 @@ TOPIC_MISSING_OBJECT = f"persistent://{NS_FAIL_OFFLOAD}/missing object"
 TOPIC_DAMAGED = f"persistent://{NS_FAIL_OFFLOAD}/damaged objects"
 OTHER_CLUSTER = "other-cluster"
 TOPIC_BUCKETS = f"persistent://{NS_FAIL}/delayed buckets"
+TOPIC_COMPACTED_LEAK = f"persistent://{NS_FAIL}/compacted twice"
 BUCKET_SUBSCRIPTION = "bucket-sub"
 KEEP = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
 
@@ -92,6 +98,18 @@ def _finding(kind: str, severity: str, component: str, **cols: Any) -> dict[str,
     row: dict[str, Any] = {k: None for k in FINDING_KEYS}
     row.update(kind=kind, severity=severity, component=component, **cols)
     return row
+
+
+NEEDS_BOOKIE_READS = "needs_bookie_reads"  # a ground-truth finding only an audit reading bookies sees
+
+
+def expected_findings(truth: dict[str, Any], *, bookie_reads: bool) -> list[dict[str, Any]]:
+    """The ground truth's findings that an audit with (or without) bookie reads must report.
+
+    Without ``--read-bookies`` the audit cannot see the live compacted ledger, so it does not report
+    the stale one (``docs/audit-rules.md``, compacted ledgers).
+    """
+    return [f for f in truth["expected"] if bookie_reads or not f.get(NEEDS_BOOKIE_READS)]
 
 
 def _s3(state: dict[str, Any]) -> Any:
@@ -237,6 +255,77 @@ def plant_bucket_failures(state: dict[str, Any], zk: Any, client: Any) -> list[d
             "missing_ledger", "critical", "delayed-index-bucket",
             ledger_id=dangling_id, managed_ledger=ml, cursor=BUCKET_SUBSCRIPTION, path=path,
         ),
+    ]  # fmt: skip
+
+
+def _compacted_ledgers(zk: Any, topic: str) -> set[int]:
+    """Ids of the BookKeeper ledgers whose metadata says they are compacted ledgers of ``topic``."""
+    from ledgerlens.formats.bookkeeper import decode_ledger_metadata
+    from ledgerlens.formats.paths import ledger_id_from_path
+
+    out: set[int] = set()
+    for level1 in zk.get_children("/ledgers"):
+        if not level1.isdigit():
+            continue
+        for level2 in zk.get_children(f"/ledgers/{level1}"):
+            for leaf in zk.get_children(f"/ledgers/{level1}/{level2}"):
+                if not leaf.startswith("L"):
+                    continue
+                path = f"/ledgers/{level1}/{level2}/{leaf}"
+                md = decode_ledger_metadata(zk.get(path)[0], path=path).custom_text()
+                if md.get("component") == "compacted-ledger" and md.get("pulsar/compactedTopic") == topic:
+                    out.add(ledger_id_from_path(path))
+    return out
+
+
+def _compact(web: str, topic: str) -> None:
+    admin(web, "PUT", topic_path(topic) + "/compaction", ok=(200, 204))
+
+    def done() -> Any:
+        st = admin(web, "GET", topic_path(topic) + "/compaction")
+        if st.get("status") == "ERROR":
+            raise SandboxError(f"compaction of {topic} failed: {st}")
+        return st if st.get("status") == "SUCCESS" else None
+
+    wait_for(done, 120, f"compaction of {topic}")
+
+
+def plant_stale_compacted_ledger(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
+    """A compacted ledger the broker failed to delete after the next compaction (deletes denied)."""
+    from kazoo.security import OPEN_ACL_UNSAFE, make_acl
+
+    web, topic = state["web_url"], TOPIC_COMPACTED_LEAK
+    produce(client, topic, 60, keys=6)
+    _compact(web, topic)
+    first = _compacted_ledgers(zk, topic)
+    if len(first) != 1:
+        raise SandboxError(f"{topic}: expected one compacted ledger after the first compaction, got {first}")
+    (stale,) = first
+    parent = ledger_path(stale).rsplit("/", 1)[0]
+    acl, _ = zk.get_acls(parent)
+    no_delete = [make_acl("world", "anyone", read=True, write=True, create=True, delete=False, admin=True)]
+    zk.set_acls(parent, no_delete)
+    try:
+        produce(client, topic, 60, prefix="n", keys=6)
+        _compact(web, topic)
+        fresh = wait_for(
+            lambda: (_compacted_ledgers(zk, topic) - first) or None,
+            60,
+            f"a second compacted ledger of {topic}",
+        )
+        time.sleep(3)  # the broker deletes the previous compacted ledger right after recording the new one
+    finally:
+        zk.set_acls(parent, acl or OPEN_ACL_UNSAFE)
+    if zk.exists(ledger_path(stale)) is None:
+        raise SandboxError(f"{topic}: the broker deleted compacted ledger {stale} despite the ACL")
+    if len(fresh) != 1:
+        raise SandboxError(f"{topic}: expected one new compacted ledger, got {fresh}")
+    return [
+        _finding(
+            "orphan_ledger", "warning", "compacted-ledger",
+            ledger_id=stale, managed_ledger=_ml_name(topic), path=ledger_path(stale),
+            **{NEEDS_BOOKIE_READS: True},
+        )
     ]  # fmt: skip
 
 
@@ -482,6 +571,7 @@ def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
             ("retention_overdue", plant_retention_overdue),
             ("orphan_ledger", plant_orphan_by_edit),
             ("delayed_index_buckets", plant_bucket_failures),
+            ("stale_compacted_ledger", plant_stale_compacted_ledger),
             ("orphan_ledger_unload_race", plant_unload_race),
             ("missing_offload_object", plant_missing_offload_object),
             ("offload_damage", plant_offload_damage),
@@ -508,6 +598,7 @@ def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
             TOPIC_OVERDUE,
             TOPIC_ORPHAN_EDIT,
             TOPIC_BUCKETS,
+            TOPIC_COMPACTED_LEAK,
             TOPIC_MISSING_LEDGER,
             TOPIC_DELETED_OUTAGE,
             TOPIC_MISSING_OBJECT,
