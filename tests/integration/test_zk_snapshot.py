@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
+from generated import generated_cluster
 from ledgerlens import pipeline
 from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
 from ledgerlens.errors import DecodeError, LedgerLensError
 from ledgerlens.formats import zkdata
-from ledgerlens.sandbox.cluster import default_now_ms, generate
+from ledgerlens.sandbox.cluster import default_now_ms
 from ledgerlens.sandbox.servers import ZooKeeperServer
 from ledgerlens.schemas import FINDING_KEYS
 from ledgerlens.sources.stores import Stores
@@ -166,22 +167,9 @@ def test_snapshot_and_live_scan_give_identical_findings(
 ) -> None:
     if zk_server.snapshot_compression:
         pytest.skip("one compression is enough for the whole audit; the others are checked above")
-    import boto3
-
-    chroot = f"/c-{uuid.uuid4().hex[:6]}"
-    c = _kazoo(zk_server.hosts)
-    c.ensure_path(chroot)
-    c.stop()
-    c.close()
-    bucket = f"snap-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1").create_bucket(
-        Bucket=bucket
-    )
-    hosts = zk_server.hosts + chroot
-    truth = generate(
-        hosts, root="", s3_endpoint=s3_server.endpoint_url, bucket=bucket, scenario="planted", now_ms=NOW_MS
-    )
-    s3 = S3Source(bucket=bucket, endpoint_url=s3_server.endpoint_url)
+    cluster = generated_cluster(zk_server, s3_server, "snap", now_ms=NOW_MS)
+    hosts, truth = cluster["hosts"], cluster["truth"]
+    s3 = S3Source(bucket=cluster["bucket"], endpoint_url=s3_server.endpoint_url)
     cfg = AuditConfig(as_of_ms=NOW_MS)
     live = pipeline.run(
         spark, ZooKeeperSource(hosts=hosts, rate_limit=50_000), s3, cfg, tmp_path / "live", progress=False

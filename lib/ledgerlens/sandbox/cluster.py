@@ -312,6 +312,18 @@ class _Cluster:
         return md
 
     # S3
+    def closed_metadata(self, ledger: Ledger, custom: Mapping[str, str | bytes]) -> bk.LedgerMetadataFormat:
+        """The metadata of a closed ``ledger`` on the first two bookies (as an offload index embeds it)."""
+        return wire.ledger_metadata(
+            ensemble=list(BOOKIES[:2]),
+            write_quorum=2,
+            ack_quorum=2,
+            length=ledger.size,
+            last_entry_id=ledger.entries - 1,
+            ctime_ms=ledger.ctime_ms,
+            custom=custom,
+        )
+
     def offload_objects(
         self, ml_name: str, ledger: Ledger, md: bk.LedgerMetadataFormat, uuid: str, *, data: bool, index: bool
     ) -> tuple[str, str]:
@@ -365,15 +377,7 @@ class _Cluster:
         info = mlpb.ManagedLedgerInfo()
         for led in ledgers:
             custom: Mapping[str, str] = self.ml_custom(name) if led.custom is None else led.custom
-            md = wire.ledger_metadata(
-                ensemble=list(BOOKIES[:2]),
-                write_quorum=2,
-                ack_quorum=2,
-                length=led.size,
-                last_entry_id=led.entries - 1,
-                ctime_ms=led.ctime_ms,
-                custom=custom,
-            )
+            md = self.closed_metadata(led, custom)
             if led.in_bk:
                 md = self.bk_ledger(
                     led.ledger_id,
@@ -970,15 +974,7 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
             # Objects of an earlier, abandoned offload attempt of ledger `ond`: the offload context
             # names another uuid, so the uuid check fails (the broker reads only the context's uuid).
             u_orphan = c.uuid()
-            md = wire.ledger_metadata(
-                ensemble=list(BOOKIES[:2]),
-                write_quorum=2,
-                ack_quorum=2,
-                length=ond.size,
-                last_entry_id=ond.entries - 1,
-                ctime_ms=ond.ctime_ms,
-                custom=c.ml_custom(name),
-            )
+            md = c.closed_metadata(ond, c.ml_custom(name))
             for key in c.offload_objects(name, ond, md, u_orphan, data=True, index=True):
                 c.expect(
                     "corrupt_offload_object",
@@ -1172,15 +1168,7 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
     if c.bucket is not None and c.s3_aged:
         name = wire.managed_ledger_name("persistent://acme/payments/offload-trouble")
         trimmed = Ledger(c.new_id(), 150, 150 * 300, now - 9 * DAY, now - 10 * DAY)
-        md = wire.ledger_metadata(
-            ensemble=list(BOOKIES[:2]),
-            write_quorum=2,
-            ack_quorum=2,
-            length=trimmed.size,
-            last_entry_id=trimmed.entries - 1,
-            ctime_ms=trimmed.ctime_ms,
-            custom=c.ml_custom(name),
-        )
+        md = c.closed_metadata(trimmed, c.ml_custom(name))
         for key in c.offload_objects(name, trimmed, md, c.uuid(), data=True, index=True):
             c.expect(
                 "orphan_offload_object",

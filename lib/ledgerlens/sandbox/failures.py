@@ -60,6 +60,7 @@ from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, make_client, topic_path
 from ledgerlens.sandbox.seed import (
     BUCKET_PREFIX,
+    compact_and_wait,
     consume,
     cursor_properties,
     ensure_namespace,
@@ -278,25 +279,13 @@ def _compacted_ledgers(zk: Any, topic: str) -> set[int]:
     return out
 
 
-def _compact(web: str, topic: str) -> None:
-    admin(web, "PUT", topic_path(topic) + "/compaction", ok=(200, 204))
-
-    def done() -> Any:
-        st = admin(web, "GET", topic_path(topic) + "/compaction")
-        if st.get("status") == "ERROR":
-            raise SandboxError(f"compaction of {topic} failed: {st}")
-        return st if st.get("status") == "SUCCESS" else None
-
-    wait_for(done, 120, f"compaction of {topic}")
-
-
 def plant_stale_compacted_ledger(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
     """A compacted ledger the broker failed to delete after the next compaction (deletes denied)."""
     from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 
     web, topic = state["web_url"], TOPIC_COMPACTED_LEAK
     produce(client, topic, 60, keys=6)
-    _compact(web, topic)
+    compact_and_wait(web, topic)
     first = _compacted_ledgers(zk, topic)
     if len(first) != 1:
         raise SandboxError(f"{topic}: expected one compacted ledger after the first compaction, got {first}")
@@ -307,7 +296,7 @@ def plant_stale_compacted_ledger(state: dict[str, Any], zk: Any, client: Any) ->
     zk.set_acls(parent, no_delete)
     try:
         produce(client, topic, 60, prefix="n", keys=6)
-        _compact(web, topic)
+        compact_and_wait(web, topic)
         fresh = wait_for(
             lambda: (_compacted_ledgers(zk, topic) - first) or None,
             60,

@@ -191,6 +191,19 @@ def last_message_id(web: str, topic: str) -> dict[str, Any]:
     return dict(admin(web, "GET", topic_path(topic) + "/lastMessageId"))
 
 
+def compact_and_wait(web: str, topic: str, timeout: float = 120) -> dict[str, Any]:
+    """Compact ``topic`` (``PUT .../compaction``) and wait for SUCCESS (an ERROR status raises)."""
+    admin(web, "PUT", topic_path(topic) + "/compaction", ok=(200, 204))
+
+    def done() -> dict[str, Any] | None:
+        st = admin(web, "GET", topic_path(topic) + "/compaction")
+        if st.get("status") == "ERROR":
+            raise SandboxError(f"compaction of {topic} failed: {st}")
+        return st if st.get("status") == "SUCCESS" else None
+
+    return dict(wait_for(done, timeout, f"compaction of {topic}"))
+
+
 def offload_and_wait(web: str, topic: str, timeout: float = 180, attempts: int = 3) -> dict[str, Any]:
     """Offload everything before the last message (``PUT .../offload``) and wait for SUCCESS.
 
@@ -350,15 +363,7 @@ def seed(sandbox_state: dict[str, Any]) -> dict[str, Any]:
         # compaction
         t0 = time.monotonic()
         produce(client, TOPIC_COMPACTED, 150, keys=10)
-        admin(web, "PUT", topic_path(TOPIC_COMPACTED) + "/compaction", ok=(200, 204))
-
-        def compacted() -> Any:
-            st = admin(web, "GET", topic_path(TOPIC_COMPACTED) + "/compaction")
-            if st.get("status") == "ERROR":
-                raise SandboxError(f"compaction of {TOPIC_COMPACTED} failed: {st}")
-            return st if st.get("status") == "SUCCESS" else None
-
-        wait_for(compacted, 120, f"compaction of {TOPIC_COMPACTED}")
+        compact_and_wait(web, TOPIC_COMPACTED)
         # The compacted ledger id reaches the cursor znode only when the cursor's metadata is persisted
         # there (cursor-ledger rollover or close); until then it lives in the cursor ledger alone.
         path = f"{ml_path(TOPIC_COMPACTED)}/__compaction"
