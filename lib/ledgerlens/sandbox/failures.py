@@ -261,6 +261,8 @@ def plant_bucket_failures(state: dict[str, Any], zk: Any, client: Any) -> list[d
 
 def _compacted_ledgers(zk: Any, topic: str) -> set[int]:
     """Ids of the BookKeeper ledgers whose metadata says they are compacted ledgers of ``topic``."""
+    from kazoo.exceptions import NoNodeError
+
     from ledgerlens.formats.bookkeeper import decode_ledger_metadata
     from ledgerlens.formats.paths import ledger_id_from_path
 
@@ -273,7 +275,11 @@ def _compacted_ledgers(zk: Any, topic: str) -> set[int]:
                 if not leaf.startswith("L"):
                     continue
                 path = f"/ledgers/{level1}/{level2}/{leaf}"
-                md = decode_ledger_metadata(zk.get(path)[0], path=path).custom_text()
+                try:
+                    data = zk.get(path)[0]
+                except NoNodeError:  # deleted since the listing (trimmed, rolled over)
+                    continue
+                md = decode_ledger_metadata(data, path=path).custom_text()
                 if md.get("component") == "compacted-ledger" and md.get("pulsar/compactedTopic") == topic:
                     out.add(ledger_id_from_path(path))
     return out
