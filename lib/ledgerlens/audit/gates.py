@@ -8,8 +8,9 @@ root instead of paging. Thresholds: docs/audit-rules.md, "Plausibility gates".
 
 - ``check_structure`` (before Spark, on a kazoo client; ``check_snapshot_structure`` on a ZooKeeper
   data directory), for each metadata store and the roles it holds: the chroot exists; the
-  ledgers root has the nodes every BookKeeper cluster writes (``LAYOUT``, ``INSTANCEID``,
-  ``available``); the managed-ledger root exists.
+  ledgers root has the nodes every BookKeeper cluster writes (``LAYOUT``, written by the first
+  client, and ``available``, where bookies register; not ``INSTANCEID``: only ``initnewcluster``
+  writes it, and a Pulsar standalone never does); the managed-ledger root exists.
 - ``check_inventory`` (after collection): no managed ledgers next to a non-empty bucket or
   Pulsar ledgers in BookKeeper is refused.
 - ``wrong_root_suspicion`` (after the rules): more than ``MISSING_SHARE`` of the referenced
@@ -27,7 +28,7 @@ from ledgerlens.errors import LedgerLensError, SourceError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-BOOKKEEPER_NODES = ("LAYOUT", "INSTANCEID", "available")
+BOOKKEEPER_NODES = ("LAYOUT", "available")
 MISSING_SHARE = 0.05  # of the distinct ledgers the metadata references
 MISSING_MIN = 10  # distinct missing ledgers
 OVERRIDE = "--allow-empty-metadata"
@@ -130,8 +131,8 @@ def judge_structure(
 ) -> dict[str, Any]:
     """Refuse a store that is not the metadata of a Pulsar cluster; returns what was seen.
 
-    A missing chroot is always an error; a ledgers root without ``LAYOUT``, ``INSTANCEID`` and
-    ``available`` or a missing managed-ledger root is an error unless ``allow_empty_metadata``.
+    A missing chroot is always an error; a ledgers root without ``LAYOUT`` and ``available`` or a
+    missing managed-ledger root is an error unless ``allow_empty_metadata``.
     ``ledgers_root`` / ``managed_ledgers_root`` None: the store does not hold that metadata.
     """
     if not chroot_exists:
