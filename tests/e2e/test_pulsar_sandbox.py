@@ -356,24 +356,6 @@ def test_audit_reports_exactly_the_planted_anomalies(pulsar_env: Any, spark: Any
     assert not missing and not extra, f"missing {missing}\nextra {extra}"
 
 
-def test_stale_compacted_ledger_is_seen_only_through_the_bookies(pulsar_env: Any) -> None:
-    """The planted stale compacted ledger is one the znode-only rule cannot tell from the live one.
-
-    The exact comparison above (bookie reads on) reports it; ``expected_findings(bookie_reads=False)``
-    leaves it out for the audits that read ZooKeeper alone (``test_contexts_pulsar``).
-    """
-    from ledgerlens.sandbox.failures import NEEDS_BOOKIE_READS, TOPIC_COMPACTED_LEAK, expected_findings
-
-    stale = [
-        f
-        for f in pulsar_env.truth["expected"]
-        if f["component"] == "compacted-ledger" and "compacted+twice" in (f["managed_ledger"] or "")
-    ]
-    assert len(stale) == 1 and TOPIC_COMPACTED_LEAK.endswith("compacted twice"), stale
-    assert stale[0][NEEDS_BOOKIE_READS] is True, "the znode names the successor: the old rule saw it too"
-    assert stale[0] not in expected_findings(pulsar_env.truth, bookie_reads=False)
-
-
 def test_s3_outage_ends(pulsar_env: Any) -> None:
     """After the audit the broker's S3 path comes back on the same port."""
     restore_s3(pulsar_env.box.state())

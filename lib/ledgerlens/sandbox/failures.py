@@ -289,9 +289,11 @@ def plant_stale_compacted_ledger(state: dict[str, Any], zk: Any, client: Any) ->
     """A compacted ledger the broker failed to delete after the next compaction (deletes denied).
 
     After the first compaction the topic is unloaded, so the ``__compaction`` cursor znode names
-    that compacted ledger; the second compaction records its successor in the cursor *ledger* only.
-    An audit reading the znode alone then still sees the stale ledger as the live one (it reports
-    nothing); one reading the cursor ledger from the bookies reports it.
+    that compacted ledger. Where the second compaction records its successor in the cursor *ledger*
+    only, an audit reading the znode alone still takes the stale ledger for the live one (it reports
+    nothing) and one reading the cursor ledger from the bookies reports it; where the broker also
+    writes the successor to the znode (Pulsar 4.0 standalone does), both report it. The ground truth
+    says which (``NEEDS_BOOKIE_READS``).
     """
     from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 
