@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from ledgerlens.config import S3Source
 from ledgerlens.deletion.approval import approve
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-deletion-"))
     box = PulsarSandbox(args.sandbox or work / "sandbox")
     own = args.sandbox is None
-    figures: dict[str, float | int] = {}
+    figures: dict[str, Any] = {}
     try:
         t0 = time.monotonic()
         state = box.up(timeout=300) if own else box.state()
@@ -161,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             deletions_per_s=round(deleted / dt, 1),
             ledgers_per_s=round(metrics.value("deleted_ledgers") / dt, 1),
             ratio_vs_baseline=round((deleted / dt) / figures["baseline_items_per_s"], 2),
+            outcomes=dict(report.outcomes),
         )
         left = sum(
             zk.exists(ledger_path(i)) is not None for i in orphans.ledger_ids[:: max(1, args.ledgers // 500)]

@@ -323,6 +323,8 @@ class Deleter:
                 self._last_message = time.monotonic()
                 self.report.messages += len(msgs)
             self._batch(msgs, consumer, reader, s3, retry, dlq, bk)
+            with self._lock:  # idle means no message to take, not a long batch (S3 under load)
+                self._last_message = time.monotonic()
 
     # -- one batch ---------------------------------------------------------------------------------
 
