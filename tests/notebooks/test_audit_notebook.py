@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -298,7 +299,10 @@ def test_runbook_report_matches_cli_audit(planted_cluster: dict[str, str], tmp_p
 def test_runbook_takes_durations_as_numbers_and_checks_before_spark(tmp_path: Path) -> None:
     """papermill passes ``-p min_orphan_age 90`` as an int: accepted (seconds); the first problem is
     then the unreachable ZooKeeper, found by the preflight before any Spark session starts."""
-    zk, _s3, audit = report.audit_inputs("127.0.0.1:2181", min_orphan_age=90, retention_grace=3600.0)
+    from ledgerlens import contexts
+
+    flags = {"zookeeper": "127.0.0.1:2181", "min_orphan_age": 90, "retention_grace": 3600.0}
+    _zk, _s3, audit = contexts.resolve(None, flags=flags, flag_layer="parameter").audit_inputs("")
     assert (audit.min_orphan_age_s, audit.retention_grace_s) == (90, 3600)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -309,8 +313,11 @@ def test_runbook_takes_durations_as_numbers_and_checks_before_spark(tmp_path: Pa
         "retention_grace": 60,
         "interactive": False,
     }
+    t0 = time.monotonic()
     with pytest.raises(report.ReportError) as e:
         report.execute_runbook(RUNBOOK, tmp_path / "nb.ipynb", {**params, "out_dir": str(tmp_path / "out")})
+    assert time.monotonic() - t0 < 120  # a kernel's start-up and the 10 s check, never a Spark session
+    assert not (tmp_path / "out").exists()
     assert (
         f"SourceError: zookeeper 127.0.0.1:{port}: unreachable: 127.0.0.1:{port} connection refused"
         in str(e.value)
