@@ -806,8 +806,9 @@ def _remote_orphan(f: Finding) -> tuple[str, str]:
         )
     else:
         steps += [
-            "Kafka never reads it again; delete it once confirmed (ledgerlens never deletes from a report):",
-            f"  {_kafka_object(f, 'delete')}",
+            "Kafka never reads it again: reclaim it through an approved deletion plan",
+            "  ledgerlens plan --findings DIR --kinds remote_segment_orphan_object --out plan.json",
+            f"by hand, once confirmed: {_kafka_object(f, 'delete')}",
         ]
     return reason, _lines(*steps)
 
@@ -841,7 +842,11 @@ def _remote_deleted_partition(f: Finding) -> tuple[str, str]:
         f"Look at it: {_kafka_object(f, 'head')}",
     ]
     if f.get("action") == "delete_object":
-        steps.append(f"Delete it once confirmed: {_kafka_object(f, 'delete')}")
+        steps += [
+            "Reclaim it through an approved deletion plan: ledgerlens plan --findings DIR --kinds "
+            "remote_segment_deleted_partition_object --out plan.json",
+            f"by hand, once confirmed: {_kafka_object(f, 'delete')}",
+        ]
     else:
         steps.append(
             "Its segment still has live metadata (or a metadata record is corrupt): wait for the broker's "
