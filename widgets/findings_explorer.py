@@ -36,9 +36,9 @@ SORT_COLUMNS = {
 
 COLUMNS: dict[str, tuple[str, int]] = {
     # shown name -> (source, relative width)
-    "severity": ("severity", 8),
-    "kind": ("kind", 15),
-    "topic": ("topic", 26),
+    "severity": ("severity", 11),
+    "kind": ("kind", 16),
+    "topic": ("topic", 24),
     "ledger": ("ledger_id", 9),
     "subscription": ("cursor", 11),
     "object key": ("object_key", 18),
@@ -178,7 +178,7 @@ class FindingsExplorer:
             seed["columns"] = chosen
 
         df = self._df
-        box = w.Layout(width="210px", height="104px")
+        box = w.Layout(width="270px", height="104px")
         self.kinds = w.SelectMultiple(
             options=_options(df["kind"], seed["kinds"] or ()), description="kind", layout=box
         )
@@ -238,11 +238,11 @@ class FindingsExplorer:
         self.page_label = w.HTML()
         self.totals = w.HTML()
         self.header = w.HTML()
-        self.rows = w.VBox(layout=w.Layout(width="100%"))
+        self.rows = w.VBox(layout=w.Layout(width="auto"))
         self.detail = w.HTML(
             value=wrap('<p class="ll-muted">Select a finding (the ▸ button of its row) to see its '
                        "evidence, reason and next step.</p>"),
-            layout=w.Layout(width="100%"),
+            layout=w.Layout(width="auto"),  # 100% plus the widget margins would overflow the panel
         )  # fmt: skip
         self.page = 0
         self.selected: dict[str, Any] | None = None
@@ -256,10 +256,10 @@ class FindingsExplorer:
         self.columns.value = tuple(c for c in seed["columns"] if c in COLUMNS)
 
         wrap_row = w.Layout(flex_flow="row wrap", width="100%", align_items="flex-start")
-        table = w.VBox([self.header, self.rows], layout=w.Layout(flex="1 1 560px", min_width="0"))
+        table = w.VBox([self.header, self.rows], layout=w.Layout(flex="2 1 620px", min_width="0"))
         panel = w.VBox(
             [w.HTML("<b>Detail</b>"), self.detail],
-            layout=w.Layout(flex="1 1 380px", min_width="0", border="1px solid #d9dee3", padding="4px 8px"),
+            layout=w.Layout(flex="1 1 320px", min_width="0", border="1px solid #d9dee3", padding="4px 8px"),
         )
         self.widget = w.VBox(
             [
@@ -490,6 +490,8 @@ class FindingsExplorer:
                 cells.append(f'<td><b style="color:{color}">{_esc(text)}</b></td>')
             elif c in ("path", "object key"):
                 cells.append(f"<td><code>{_esc(text)}</code></td>")
+            elif c == "kind":  # break long kind names after their underscores, not mid-word
+                cells.append(f"<td>{_esc(text).replace('_', '_<wbr>')}</td>")
             else:
                 cells.append(f"<td{style}>{_esc(text)}</td>")
         body = f"<tbody><tr>{''.join(cells)}</tr></tbody>"
@@ -523,7 +525,7 @@ class FindingsExplorer:
             )
             self._row_buttons.append(button)
             self._row_index.append(int(idx))
-            children.append(w.HBox([button, cells], layout=w.Layout(width="100%", align_items="flex-start")))
+            children.append(w.HBox([button, cells], layout=w.Layout(width="auto", align_items="flex-start")))
         if not children:
             children = [w.HTML(wrap('<p class="ll-muted"><i>no findings</i></p>'))]
         self.rows.children = children

@@ -55,7 +55,9 @@ STYLE = """<style>
 .ll table.ll-table th,.ll table.ll-table td{text-align:left;vertical-align:top;padding:5px 8px;
   border-bottom:1px solid #e5e8eb;white-space:normal;overflow-wrap:anywhere;word-break:break-word}
 .ll table.ll-table th{background:#f4f6f8;font-weight:600}
-.ll table.ll-table td.ll-num,.ll table.ll-table th.ll-num{text-align:right;white-space:nowrap}
+.ll table.ll-table td.ll-num,.ll table.ll-table th.ll-num{text-align:right;overflow-wrap:normal;
+  word-break:normal}
+.ll table.ll-row td,.ll table.ll-head th{padding:4px 5px;font-size:13px}
 .ll table.ll-kv{table-layout:auto}
 .ll table.ll-kv th{width:14em;background:none;font-weight:600;color:#52606d}
 .ll .ll-finding{border:1px solid #d9dee3;border-left:5px solid #5d6d7e;border-radius:4px;
@@ -76,7 +78,8 @@ STYLE = """<style>
 .ll a{color:#2c5282}
 .ll .ll-sev{font-weight:700;text-transform:uppercase;font-size:12px;letter-spacing:.04em}
 .ll dl.ll-ev{display:grid;grid-template-columns:minmax(8em,max-content) 1fr;gap:2px 12px;margin:4px 0}
-.ll dl.ll-ev dt{color:#52606d}.ll dl.ll-ev dd{margin:0;overflow-wrap:anywhere;word-break:break-word}
+.ll dl.ll-ev dt{color:#52606d;width:auto;float:none;margin:0;padding:0;overflow-wrap:normal;word-break:normal}
+.ll dl.ll-ev dd{margin:0;overflow-wrap:anywhere;word-break:break-word}
 .ll .ll-muted{color:#52606d}
 </style>"""
 
