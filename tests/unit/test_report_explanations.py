@@ -148,6 +148,8 @@ def test_corrupt_metadata_says_why_and_where() -> None:
         assert problem in e.reason and "/ledgers/00/0000/L0042" in e.reason
         assert "zookeeper-shell -server zk1:2181/pulsar" in e.next_step
         assert e.rule == "docs/audit-rules.md#corrupt_metadata"
+    named = ex.explain(row(kind="corrupt_metadata", path="/p/L1", evidence={"problem": "/p/L1: bad ctime"}))
+    assert named.reason.endswith("node /p/L1 cannot be used: bad ctime.")  # the path said once
     noauth = ex.explain(row(kind="corrupt_metadata", path="/p", evidence={"problem": "NoAuthError"}), WHERE)
     assert "getAcl /p" in noauth.next_step
 

@@ -602,6 +602,8 @@ def _corrupt_metadata(f: Finding) -> tuple[str, str]:
     problem = str(f.ev("problem") or "unknown problem")
     what = _TABLE_WORDS.get(table, "metadata")
     node = f.path or "an unnamed node"
+    if problem.startswith(f"{node}: "):  # decoders name the node; the sentence already does
+        problem = problem[len(node) + 2 :]
     reason = f"The {what} node {node} cannot be used: {problem}."
     low = problem.lower()
     shell = f"pulsar zookeeper-shell -server {q(f.zk)}"
