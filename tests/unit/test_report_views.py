@@ -155,6 +155,8 @@ def test_detail_panel_has_all_fields_evidence_next_step_and_rule() -> None:
     for text in ("ensembleSize: banana", "/ledgers/00/0000/L0042", "zookeeper-shell", "problem", "bk_ledgers",
                  "docs/audit-rules.md#corrupt_metadata", "the rule"):  # fmt: skip
         assert text in page, text
+    floaty = html.finding_detail_html({**row, "ledger_id": 42.0}, CONTEXT)
+    assert "<th>ledger_id</th><td>42</td>" in floaty  # an id, not 42.0
 
 
 def test_table_is_escaped_left_aligned_and_wraps() -> None:

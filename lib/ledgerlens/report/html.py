@@ -403,6 +403,8 @@ def finding_detail_html(row: Mapping[str, Any], where: Mapping[str, Any] | Audit
             return f"<code>{_e(v)}</code> ({_e(_topic(str(v)))})"
         if k in ("path", "object_key"):
             return f"<code>{_e(v)}</code>"
+        if isinstance(v, float) and v.is_integer():  # ids of a nullable column read back as floats
+            return _e(int(v))
         return _e(v)
 
     table = "".join(f"<tr><th>{_e(k)}</th><td>{fmt(k, v)}</td></tr>" for k, v in fields)
