@@ -33,9 +33,9 @@ from ledgerlens.kafka.replay import METADATA_TOPIC, replay
 from ledgerlens.sandbox.kafka import KafkaBroker
 from ledgerlens.sources.kafka_metadata import KafkaSource, end_offsets, kafka_uuid, read_partition
 
-# A broker run takes minutes (format, start, segments rolled and copied, a topic deleted): left out
-# of `make test`, run by `make test-all`. The S3-layout test keeps the Kafka audit in `make test`.
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# The one real-Kafka test of `make test` (about 2.5 min: format, start, segments rolled and copied,
+# a topic deleted, one audit).
+pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
 TOPIC_CONFIG = {
     "remote.storage.enable": "true",
