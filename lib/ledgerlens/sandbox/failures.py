@@ -30,11 +30,6 @@ metadata edit, never by writing fake bytes:
   bucket's cursor property is dropped by a version-checked edit of the cursor znode (topic unloaded),
   the snapshot ledger stays. ``missing_ledger`` of a dangling bucket property (the upstream loss "a
   failed merge deletes the only durable copy"): another bucket's snapshot ledger znode is deleted.
-- ``orphan_ledger`` of a stale compacted ledger (the upstream leak "the previous compacted ledger is
-  deleted best effort"): while a hardening script's ZooKeeper ACL denies deletes under the ledgers
-  root, a topic is compacted a second time; the broker records the new compacted ledger and fails
-  to delete the previous one, which nothing references any more. The audit judges compacted
-  ledgers on the live reference read from the bookies (the ``__compaction`` cursor ledger).
 - ``orphan_ledger`` leaked by the broker itself (found with this sandbox): a topic unloaded while the
   ledger of a rollover is being created; the broker closes that ledger and never deletes it
   (:func:`plant_unload_race`; its own log line is the ground truth).
@@ -60,7 +55,6 @@ from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, make_client, topic_path
 from ledgerlens.sandbox.seed import (
     BUCKET_PREFIX,
-    compact_and_wait,
     consume,
     cursor_properties,
     ensure_namespace,
@@ -90,7 +84,6 @@ TOPIC_MISSING_OBJECT = f"persistent://{NS_FAIL_OFFLOAD}/missing object"
 TOPIC_DAMAGED = f"persistent://{NS_FAIL_OFFLOAD}/damaged objects"
 OTHER_CLUSTER = "other-cluster"
 TOPIC_BUCKETS = f"persistent://{NS_FAIL}/delayed buckets"
-TOPIC_COMPACTED_LEAK = f"persistent://{NS_FAIL}/compacted twice"
 BUCKET_SUBSCRIPTION = "bucket-sub"
 KEEP = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
 
@@ -99,18 +92,6 @@ def _finding(kind: str, severity: str, component: str, **cols: Any) -> dict[str,
     row: dict[str, Any] = {k: None for k in FINDING_KEYS}
     row.update(kind=kind, severity=severity, component=component, **cols)
     return row
-
-
-NEEDS_BOOKIE_READS = "needs_bookie_reads"  # a ground-truth finding only an audit reading bookies sees
-
-
-def expected_findings(truth: dict[str, Any], *, bookie_reads: bool) -> list[dict[str, Any]]:
-    """The ground truth's findings that an audit with (or without) bookie reads must report.
-
-    Without ``--read-bookies`` the audit cannot see the live compacted ledger, so it does not report
-    the stale one (``docs/audit-rules.md``, compacted ledgers).
-    """
-    return [f for f in truth["expected"] if bookie_reads or not f.get(NEEDS_BOOKIE_READS)]
 
 
 def _s3(state: dict[str, Any]) -> Any:
@@ -256,90 +237,6 @@ def plant_bucket_failures(state: dict[str, Any], zk: Any, client: Any) -> list[d
             "missing_ledger", "critical", "delayed-index-bucket",
             ledger_id=dangling_id, managed_ledger=ml, cursor=BUCKET_SUBSCRIPTION, path=path,
         ),
-    ]  # fmt: skip
-
-
-def _compacted_ledgers(zk: Any, topic: str) -> set[int]:
-    """Ids of the BookKeeper ledgers whose metadata says they are compacted ledgers of ``topic``."""
-    from kazoo.exceptions import NoNodeError
-
-    from ledgerlens.formats.bookkeeper import decode_ledger_metadata
-    from ledgerlens.formats.paths import ledger_id_from_path
-
-    out: set[int] = set()
-    for level1 in zk.get_children("/ledgers"):
-        if not level1.isdigit():
-            continue
-        for level2 in zk.get_children(f"/ledgers/{level1}"):
-            for leaf in zk.get_children(f"/ledgers/{level1}/{level2}"):
-                if not leaf.startswith("L"):
-                    continue
-                path = f"/ledgers/{level1}/{level2}/{leaf}"
-                try:
-                    data = zk.get(path)[0]
-                except NoNodeError:  # deleted since the listing (trimmed, rolled over)
-                    continue
-                md = decode_ledger_metadata(data, path=path).custom_text()
-                if md.get("component") == "compacted-ledger" and md.get("pulsar/compactedTopic") == topic:
-                    out.add(ledger_id_from_path(path))
-    return out
-
-
-def plant_stale_compacted_ledger(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
-    """A compacted ledger the broker failed to delete after the next compaction (deletes denied).
-
-    After the first compaction the topic is unloaded, so the ``__compaction`` cursor znode names
-    that compacted ledger. Where the second compaction records its successor in the cursor *ledger*
-    only, an audit reading the znode alone still takes the stale ledger for the live one (it reports
-    nothing) and one reading the cursor ledger from the bookies reports it; where the broker also
-    writes the successor to the znode (Pulsar 4.0 standalone does), both report it. The ground truth
-    says which (``NEEDS_BOOKIE_READS``).
-    """
-    from kazoo.security import OPEN_ACL_UNSAFE, make_acl
-
-    from ledgerlens.formats.managed_ledger import decode_cursor
-
-    web, topic = state["web_url"], TOPIC_COMPACTED_LEAK
-    cursor_path = f"{ml_path(topic)}/__compaction"
-
-    def named() -> int | None:
-        return decode_cursor(zk.get(cursor_path)[0], path=cursor_path).compacted_ledger_id
-
-    produce(client, topic, 60, keys=6)
-    compact_and_wait(web, topic)
-    first = _compacted_ledgers(zk, topic)
-    if len(first) != 1:
-        raise SandboxError(f"{topic}: expected one compacted ledger after the first compaction, got {first}")
-    (stale,) = first
-    _unload(web, topic)  # the cursor closes: its position and CompactedTopicLedger go to the znode
-    wait_for(lambda: named() == stale or None, 60, f"CompactedTopicLedger {stale} in {cursor_path}")
-    parent = ledger_path(stale).rsplit("/", 1)[0]
-    acl, _ = zk.get_acls(parent)
-    no_delete = [make_acl("world", "anyone", read=True, write=True, create=True, delete=False, admin=True)]
-    zk.set_acls(parent, no_delete)
-    try:
-        produce(client, topic, 60, prefix="n", keys=6)
-        compact_and_wait(web, topic)
-        fresh = wait_for(
-            lambda: (_compacted_ledgers(zk, topic) - first) or None,
-            60,
-            f"a second compacted ledger of {topic}",
-        )
-        time.sleep(3)  # the broker deletes the previous compacted ledger right after recording the new one
-    finally:
-        zk.set_acls(parent, acl or OPEN_ACL_UNSAFE)
-    if zk.exists(ledger_path(stale)) is None:
-        raise SandboxError(f"{topic}: the broker deleted compacted ledger {stale} despite the ACL")
-    if len(fresh) != 1:
-        raise SandboxError(f"{topic}: expected one new compacted ledger, got {fresh}")
-    # what the znode names decides what an audit without bookie reads can see (docs/audit-rules.md)
-    hidden = named() in (None, stale)
-    return [
-        _finding(
-            "orphan_ledger", "warning", "compacted-ledger",
-            ledger_id=stale, managed_ledger=_ml_name(topic), path=ledger_path(stale),
-            **{NEEDS_BOOKIE_READS: hidden},
-        )
     ]  # fmt: skip
 
 
@@ -585,7 +482,6 @@ def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
             ("retention_overdue", plant_retention_overdue),
             ("orphan_ledger", plant_orphan_by_edit),
             ("delayed_index_buckets", plant_bucket_failures),
-            ("stale_compacted_ledger", plant_stale_compacted_ledger),
             ("orphan_ledger_unload_race", plant_unload_race),
             ("missing_offload_object", plant_missing_offload_object),
             ("offload_damage", plant_offload_damage),
@@ -612,7 +508,6 @@ def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
             TOPIC_OVERDUE,
             TOPIC_ORPHAN_EDIT,
             TOPIC_BUCKETS,
-            TOPIC_COMPACTED_LEAK,
             TOPIC_MISSING_LEDGER,
             TOPIC_DELETED_OUTAGE,
             TOPIC_MISSING_OBJECT,
