@@ -107,7 +107,10 @@ def test_collect_planted_cluster(
     tables = {k: _rows(v) for k, v in load_inventory(spark, inv.out_dir).items()}
     for name, rows in tables.items():
         assert inv.counts[name] == len(rows), name
-    corrupt = {(f["component"], f["path"]) for f in truth.expected_of("corrupt_metadata")}
+    corrupt = {  # every node read as an error row: undecodable ones and unreadable ones (NoAuth)
+        (f["component"], f["path"])
+        for f in truth.expected_of("corrupt_metadata") + truth.expected_of("unreadable_metadata")
+    }
 
     # --- bk_ledgers: every L<digits> leaf, nothing else; corrupt and unreadable ones as error rows.
     lroot = f"{fresh_root}/ledgers"
