@@ -32,7 +32,8 @@ metadata edit, never by writing fake bytes:
   failed merge deletes the only durable copy"): another bucket's snapshot ledger znode is deleted.
 - ``orphan_ledger`` leaked by the broker itself (found with this sandbox): a topic unloaded while the
   ledger of a rollover is being created; the broker closes that ledger and never deletes it
-  (:func:`plant_unload_race`; its own log line is the ground truth).
+  (:func:`plant_unload_race`; its own log line is the ground truth, and :func:`plant` adds any
+  other such leak the broker logged while planting).
 
 The ground truth lists the findings an audit must report with ``min_orphan_age_s`` and
 ``retention_grace_s`` at most :data:`MAX_AGE_S` (the planted objects are made older than that).
@@ -48,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import SandboxError
+from ledgerlens.formats.managed_ledger import decode_managed_ledger
 from ledgerlens.formats.names import encode_component
 from ledgerlens.formats.offload import ledger_object_keys, uuid_to_bits
 from ledgerlens.formats.paths import ledger_path
@@ -55,6 +57,7 @@ from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, make_client, topic_path
 from ledgerlens.sandbox.seed import (
     BUCKET_PREFIX,
+    ML_ROOT,
     consume,
     cursor_properties,
     ensure_namespace,
@@ -198,7 +201,9 @@ def plant_bucket_failures(state: dict[str, Any], zk: Any, client: Any) -> list[d
 
     consumer = client.subscribe(TOPIC_BUCKETS, BUCKET_SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared)
     try:
-        produce(client, TOPIC_BUCKETS, 200, deliver_after=timedelta(hours=3))
+        # 199, not a multiple of the ledger size: no rollover in flight at the unload below (a race
+        # that leaks a ledger); the fourth ledger still seals the third bucket
+        produce(client, TOPIC_BUCKETS, 4 * ENTRIES_PER_LEDGER - 1, deliver_after=timedelta(hours=3))
 
         def sealed() -> dict[str, str] | None:
             props = cursor_properties(zk, TOPIC_BUCKETS, BUCKET_SUBSCRIPTION)
@@ -240,36 +245,56 @@ def plant_bucket_failures(state: dict[str, Any], zk: Any, client: Any) -> list[d
     ]  # fmt: skip
 
 
+LEAK_LINE = re.compile(
+    r"\[([^\]\s]+)\] ledger create completed after the managed ledger is closed rc=0 ledger=(\d+)"
+)
+
+
+def broker_leaks(state: dict[str, Any], zk: Any) -> list[dict[str, Any]]:
+    """The ledgers the broker's own log says it leaked, still in BookKeeper and listed by no one.
+
+    Pulsar 4.0.8 logs ``[ml] ledger create completed after the managed ledger is closed rc=0
+    ledger=N, so just close this ledger handle`` when an unload (or a topic close) races a rollover:
+    ledger N is never deleted and no managed ledger lists it. Any step that unloads a topic right
+    after a rollover can hit this, so :func:`plant` sweeps the whole log at the end; the findings are
+    real and belong in the ground truth.
+    """
+    text = Path(state["logs"]["pulsar"]).read_text(errors="replace")
+    out: list[dict[str, Any]] = []
+    for ml, raw_id in sorted(set(LEAK_LINE.findall(text))):
+        ledger_id = int(raw_id)
+        if zk.exists(ledger_path(ledger_id)) is None:
+            continue  # deleted since (a topic deletion takes the ledgers its metadata names)
+        if zk.exists(f"{ML_ROOT}/{ml}") is not None:
+            data, _ = zk.get(f"{ML_ROOT}/{ml}")
+            listed = {li.ledger_id for li in decode_managed_ledger(data, path=f"{ML_ROOT}/{ml}").ledgers}
+            if ledger_id in listed:
+                continue
+        out.append(
+            _finding(
+                "orphan_ledger", "warning", "managed-ledger",
+                ledger_id=ledger_id, managed_ledger=ml, path=ledger_path(ledger_id),
+            )
+        )  # fmt: skip
+    return out
+
+
 def plant_unload_race(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
     """Unload a topic while the broker creates the next ledger after a full one: Pulsar leaks it.
 
     Found with this sandbox (Pulsar 4.0.8): when ``unload`` closes the managed ledger while the ledger
-    for the rollover is being created, the broker logs ``ledger create completed after the managed
-    ledger is closed rc=0 ledger=N, so just close this ledger handle`` and never deletes ledger N,
-    which no metadata references. The broker's own log line is the ground truth; the race is tried
-    a few times (each try fills exactly one ledger, then unloads at once).
+    for the rollover is being created, the broker never deletes that ledger, which no metadata
+    references (:func:`broker_leaks`). The race is tried a few times (each try fills exactly one
+    ledger, then unloads at once).
     """
     ml = _ml_name(TOPIC_UNLOAD_RACE)
-    pattern = re.compile(
-        rf"\[{re.escape(ml)}\] ledger create completed after the managed ledger is closed rc=0 ledger=(\d+)"
-    )
-    log = Path(state["logs"]["pulsar"])
     for _ in range(5):
         produce(client, TOPIC_UNLOAD_RACE, ENTRIES_PER_LEDGER)
         _unload(state["web_url"], TOPIC_UNLOAD_RACE)
         time.sleep(1)
-        leaked = [int(m) for m in pattern.findall(log.read_text(errors="replace"))]
-        leaked = [i for i in leaked if zk.exists(ledger_path(i)) is not None]
-        listed = {li.ledger_id for li in read_ml(zk, TOPIC_UNLOAD_RACE).ledgers}
-        leaked = [i for i in leaked if i not in listed]
+        leaked = [f for f in broker_leaks(state, zk) if f["managed_ledger"] == ml]
         if leaked:
-            return [
-                _finding(
-                    "orphan_ledger", "warning", "managed-ledger",
-                    ledger_id=i, managed_ledger=ml, path=ledger_path(i),
-                )
-                for i in leaked
-            ]  # fmt: skip
+            return leaked
     return []  # the race was not hit: nothing leaked, nothing expected
 
 
@@ -493,6 +518,9 @@ def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
             timings[name] = round(time.monotonic() - t0, 2)
             if name == "orphan_offload_object":
                 t_aged = time.monotonic()
+        # a rollover racing any unload above leaks a ledger too (the broker logs it): real findings
+        planted = {(f["kind"], f["ledger_id"]) for f in expected}
+        expected.extend(f for f in broker_leaks(state, zk) if (f["kind"], f["ledger_id"]) not in planted)
     finally:
         client.close()
         zk.stop()
