@@ -462,7 +462,10 @@ def ledger_rules(
 
 
 def without_compaction_in_flight(
-    findings: DataFrame, cursors: DataFrame, positions: DataFrame | None = None
+    findings: DataFrame,
+    cursors: DataFrame,
+    positions: DataFrame | None = None,
+    bk_ledgers: DataFrame | None = None,
 ) -> DataFrame:
     """Drop compacted-ledger orphans that a ``__compaction`` cursor may still reference.
 
@@ -473,7 +476,10 @@ def without_compaction_in_flight(
     ledger at or above it is the live one or a compaction in flight and is not reported; older ones
     are stale (the broker replaces compacted ledgers oldest first). When that entry could not be
     read, the znode's reference stands in: everything newer than it is not reported. A
-    ``missing_ledger`` for the znode's reference is dropped when the live reference replaced it.
+    ``missing_ledger`` for the znode's reference is dropped when the live reference replaced it, or,
+    without that entry, when BookKeeper holds a newer compacted ledger of the same topic
+    (``bk_ledgers``): the znode lags behind the cursor ledger by up to a rollover (hours by default),
+    and the broker deletes each compacted ledger the next compaction replaces.
     """
     pending = cursors.filter(
         (F.col("cursor") == "__compaction") & (F.col("cursors_ledger_id") >= 0) & F.col("error").isNull()
@@ -502,6 +508,15 @@ def without_compaction_in_flight(
         )
     else:
         pending = pending.select("_c_ml", F.lit(None).cast("bigint").alias("_live"), "_c_ref")
+    if bk_ledgers is not None:
+        newest = (
+            bk_ledgers.filter((F.col("component") == "compacted-ledger") & F.col("error").isNull())
+            .groupBy(topic_to_ml(F.col("compacted_topic")).alias("_n_ml"))
+            .agg(F.max("ledger_id").alias("_newest"))
+        )
+        pending = pending.join(newest, F.col("_c_ml") == F.col("_n_ml"), "left").drop("_n_ml")
+    else:
+        pending = pending.withColumn("_newest", F.lit(None).cast("bigint"))
     f = findings.alias("f")
     lid = F.col("f.ledger_id")
     mine = (F.col("f.component") == "compacted-ledger") & (F.col("f.managed_ledger") == F.col("_c_ml"))
@@ -509,7 +524,7 @@ def without_compaction_in_flight(
         F.col("_live").isNotNull(), lid >= F.col("_live")
     ).otherwise(F.col("_c_ref").isNull() | (lid > F.col("_c_ref")))
     # the znode still names a compacted ledger the live reference replaced (and the broker deleted)
-    replaced = (F.col("f.kind") == "missing_ledger") & F.col("_live").isNotNull() & (lid < F.col("_live"))
+    replaced = (F.col("f.kind") == "missing_ledger") & (lid < F.coalesce(F.col("_live"), F.col("_newest")))
     hidden = mine & (orphan | replaced)
     return f.join(F.broadcast(pending), hidden, "left_anti")
 

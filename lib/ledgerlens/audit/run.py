@@ -124,5 +124,5 @@ def run_audit(
     findings = to_findings(with_owners(raw, t["managed_ledgers"]))
     findings = suspicious.apply(findings, t["managed_ledgers"], t["bk_ledgers"], config.as_of_ms)
     return order_findings(
-        rules.without_compaction_in_flight(findings, t["cursors"], t.get("cursor_positions"))
+        rules.without_compaction_in_flight(findings, t["cursors"], t.get("cursor_positions"), t["bk_ledgers"])
     )

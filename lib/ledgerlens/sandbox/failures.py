@@ -30,6 +30,12 @@ metadata edit, never by writing fake bytes:
   bucket's cursor property is dropped by a version-checked edit of the cursor znode (topic unloaded),
   the snapshot ledger stays. ``missing_ledger`` of a dangling bucket property (the upstream loss "a
   failed merge deletes the only durable copy"): another bucket's snapshot ledger znode is deleted.
+- ``orphan_ledger`` of a stale compacted ledger (the upstream leak "the previous compacted ledger is
+  deleted best effort"): a topic is compacted twice while ZooKeeper refuses to delete the first
+  compacted ledger's znode (a child node hangs under it for that moment, as a metadata store error
+  would); the broker records the new compacted ledger and never retries the delete. The
+  ``__compaction`` cursor records the successor in its cursor *ledger* only, so just an audit that
+  reads that ledger's last entry from the bookies can tell the stale ledger from the live one.
 - ``orphan_ledger`` leaked by the broker itself (found with this sandbox): a topic unloaded while the
   ledger of a rollover is being created; the broker closes that ledger and never deletes it
   (:func:`plant_unload_race`; its own log line is the ground truth, and :func:`plant` adds any
@@ -58,6 +64,7 @@ from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, make_clie
 from ledgerlens.sandbox.seed import (
     BUCKET_PREFIX,
     ML_ROOT,
+    compact_and_wait,
     consume,
     cursor_properties,
     ensure_namespace,
@@ -87,6 +94,7 @@ TOPIC_MISSING_OBJECT = f"persistent://{NS_FAIL_OFFLOAD}/missing object"
 TOPIC_DAMAGED = f"persistent://{NS_FAIL_OFFLOAD}/damaged objects"
 OTHER_CLUSTER = "other-cluster"
 TOPIC_BUCKETS = f"persistent://{NS_FAIL}/delayed buckets"
+TOPIC_COMPACTED_LEAK = f"persistent://{NS_FAIL}/compacted twice"
 BUCKET_SUBSCRIPTION = "bucket-sub"
 KEEP = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
 
@@ -95,6 +103,23 @@ def _finding(kind: str, severity: str, component: str, **cols: Any) -> dict[str,
     row: dict[str, Any] = {k: None for k in FINDING_KEYS}
     row.update(kind=kind, severity=severity, component=component, **cols)
     return row
+
+
+NEEDS_BOOKIE_READS = "needs_bookie_reads"  # a ground-truth finding only an audit reading bookies sees
+
+
+def expected_findings(truth: dict[str, Any], *, bookie_reads: bool) -> list[dict[str, Any]]:
+    """The ground truth's findings that an audit with (or without) bookie reads must report.
+
+    Without ``--read-bookies`` the audit cannot see the live compacted ledger, which only the
+    ``__compaction`` cursor ledger names, so it does not report the stale one (``docs/audit-rules.md``,
+    compacted ledgers). The flag itself is not a finding column.
+    """
+    return [
+        {k: v for k, v in f.items() if k != NEEDS_BOOKIE_READS}
+        for f in truth["expected"]
+        if bookie_reads or not f.get(NEEDS_BOOKIE_READS)
+    ]
 
 
 def _s3(state: dict[str, Any]) -> Any:
@@ -242,6 +267,82 @@ def plant_bucket_failures(state: dict[str, Any], zk: Any, client: Any) -> list[d
             "missing_ledger", "critical", "delayed-index-bucket",
             ledger_id=dangling_id, managed_ledger=ml, cursor=BUCKET_SUBSCRIPTION, path=path,
         ),
+    ]  # fmt: skip
+
+
+def _compacted_ledgers(zk: Any, topic: str) -> set[int]:
+    """Ids of the BookKeeper ledgers whose metadata says they are compacted ledgers of ``topic``."""
+    from kazoo.exceptions import NoNodeError
+
+    from ledgerlens.formats.bookkeeper import decode_ledger_metadata
+    from ledgerlens.formats.paths import ledger_id_from_path
+
+    out: set[int] = set()
+    for level1 in zk.get_children("/ledgers"):
+        if not level1.isdigit():
+            continue
+        for level2 in zk.get_children(f"/ledgers/{level1}"):
+            for leaf in zk.get_children(f"/ledgers/{level1}/{level2}"):
+                path = f"/ledgers/{level1}/{level2}/{leaf}"
+                try:
+                    data = zk.get(path)[0] if leaf.startswith("L") else b""
+                except NoNodeError:  # deleted since the listing (trimmed, rolled over)
+                    continue
+                if not data:
+                    continue
+                md = decode_ledger_metadata(data, path=path).custom_text()
+                if md.get("component") == "compacted-ledger" and md.get("pulsar/compactedTopic") == topic:
+                    out.add(ledger_id_from_path(path))
+    return out
+
+
+def plant_stale_compacted_ledger(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
+    """A compacted ledger the broker failed to delete after the next compaction.
+
+    The broker deletes the compacted ledger a compaction replaces best effort (one try, a warning
+    ``Error deleting compacted topic ledger N`` on failure). Here the delete fails because a child
+    znode hangs under the ledger's znode while the second compaction runs (ZooKeeper refuses to delete
+    a node with children); nothing else is touched. The topic stays loaded: the ``__compaction``
+    cursor keeps the successor in its cursor ledger, and the znode lags (it names what it named at
+    the last cursor-ledger rollover). The ground truth says whether an audit reading the znode alone
+    can see the stale ledger (``NEEDS_BOOKIE_READS``).
+    """
+    from ledgerlens.formats.managed_ledger import decode_cursor
+
+    web, topic = state["web_url"], TOPIC_COMPACTED_LEAK
+    cursor_path = f"{ml_path(topic)}/__compaction"
+    produce(client, topic, 60, keys=6)
+    compact_and_wait(web, topic)
+    first = _compacted_ledgers(zk, topic)
+    if len(first) != 1:
+        raise SandboxError(f"{topic}: expected one compacted ledger after the first compaction, got {first}")
+    (stale,) = first
+    hold = f"{ledger_path(stale)}/ledgerlens-hold"
+    warning = re.compile(rf"Error deleting compacted topic ledger {stale}\b")
+    log = Path(state["logs"]["pulsar"])
+    zk.create(hold, b"")
+    try:
+        produce(client, topic, 60, prefix="n", keys=6)
+        compact_and_wait(web, topic)
+        wait_for(
+            lambda: warning.search(log.read_text(errors="replace")) is not None or None,
+            60,
+            f"the broker's failed delete of compacted ledger {stale}",
+        )
+    finally:
+        zk.delete(hold)
+    fresh = _compacted_ledgers(zk, topic) - first
+    if zk.exists(ledger_path(stale)) is None or len(fresh) != 1:
+        raise SandboxError(f"{topic}: expected compacted ledger {stale} left and one successor, got {fresh}")
+    named = decode_cursor(zk.get(cursor_path)[0], path=cursor_path).compacted_ledger_id
+    return [
+        _finding(
+            "orphan_ledger", "warning", "compacted-ledger",
+            ledger_id=stale, managed_ledger=_ml_name(topic), path=ledger_path(stale),
+            # the znode names nothing or the stale ledger itself: reading it alone, the stale ledger
+            # is the live one or a compaction in flight (docs/audit-rules.md, compacted ledgers)
+            **{NEEDS_BOOKIE_READS: named is None or named == stale},
+        )
     ]  # fmt: skip
 
 
@@ -507,6 +608,7 @@ def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
             ("retention_overdue", plant_retention_overdue),
             ("orphan_ledger", plant_orphan_by_edit),
             ("delayed_index_buckets", plant_bucket_failures),
+            ("stale_compacted_ledger", plant_stale_compacted_ledger),
             ("orphan_ledger_unload_race", plant_unload_race),
             ("missing_offload_object", plant_missing_offload_object),
             ("offload_damage", plant_offload_damage),
@@ -536,6 +638,7 @@ def plant(sandbox_state: dict[str, Any]) -> dict[str, Any]:
             TOPIC_OVERDUE,
             TOPIC_ORPHAN_EDIT,
             TOPIC_BUCKETS,
+            TOPIC_COMPACTED_LEAK,
             TOPIC_MISSING_LEDGER,
             TOPIC_DELETED_OUTAGE,
             TOPIC_MISSING_OBJECT,

@@ -365,7 +365,9 @@ def seed(sandbox_state: dict[str, Any]) -> dict[str, Any]:
         produce(client, TOPIC_COMPACTED, 150, keys=10)
         compact_and_wait(web, TOPIC_COMPACTED)
         # The compacted ledger id reaches the cursor znode only when the cursor's metadata is persisted
-        # there (cursor-ledger rollover or close); until then it lives in the cursor ledger alone.
+        # there (cursor-ledger rollover or close); until then it lives in the cursor ledger alone. The
+        # unload closes the cursor (the topic loads again on the next use).
+        admin(web, "PUT", topic_path(TOPIC_COMPACTED) + "/unload", ok=(200, 204))
         path = f"{ml_path(TOPIC_COMPACTED)}/__compaction"
 
         def compacted_ledger() -> int | None:
