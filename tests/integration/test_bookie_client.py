@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import socket
 import socketserver
+import ssl
 import struct
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -45,8 +48,10 @@ class FakeBookie(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
 
     def __init__(self, entries: dict[int, bytes], *, corrupt: set[int] = frozenset(), silent: bool = False,
-                 v2_only: bool = False) -> None:  # fmt: skip
+                 v2_only: bool = False, tls: ssl.SSLContext | None = None) -> None:  # fmt: skip
         self.entries, self.corrupt, self.silent, self.v2_only = entries, set(corrupt), silent, v2_only
+        self.tls = tls  # answers START_TLS, then speaks TLS on the same connection
+        self.tls_sessions = 0
         self.requests = 0
         self.connections = 0
         super().__init__(("127.0.0.1", 0), _Handler)
@@ -92,6 +97,18 @@ class _Handler(socketserver.BaseRequestHandler):
                 req.ParseFromString(data)
                 resp = pb.Response(status=pb.EOK)
                 resp.header.CopyFrom(req.header)
+                if req.header.operation == pb.START_TLS:
+                    if srv.tls is None:
+                        return
+                    out = resp.SerializeToString()
+                    sock.sendall(struct.pack(">i", len(out)) + out)
+                    try:
+                        sock = srv.tls.wrap_socket(sock, server_side=True)
+                    except (ssl.SSLError, OSError):
+                        return  # the client refused our certificate
+                    f = sock.makefile("rb")
+                    srv.tls_sessions += 1
+                    continue
                 r = req.readRequest
                 assert not r.HasField("flag"), "a reader must never fence"
                 body = srv.body(r.entryId) if r.ledgerId == LEDGER else None
@@ -211,3 +228,35 @@ def test_open_ledger_last_entry_without_fencing():
             list(client.read_entries(handle([b.address], 7, state="OPEN"), 0, 1))
     # one bookie holds entry 6 and the ack quorum is 1: the add succeeded, recovery would keep it
     assert last is not None and last.entry_id == 6 and last.payload == b"entry-6" * 20
+
+
+def _self_signed(tmp: Path, name: str) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (and its key), made with the system's openssl."""
+    cert, key = tmp / f"{name}.pem", tmp / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={name}",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def test_tls_reads_over_start_tls_and_refuses_an_unknown_certificate(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path, "bookie")
+    other, _ = _self_signed(tmp_path, "other-ca")
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    entries = _entries(5)
+    with bookies(FakeBookie(entries, tls=server)) as (b,):
+        with BookieClient(
+            BookieSource(connect_timeout_s=2, read_timeout_s=2, tls_ca_file=str(cert))
+        ) as client:
+            got = list(client.read_entries(handle([b.address], 5), 0, 4))
+        assert [e.payload for e in got] == [f"entry-{i}".encode() * 20 for i in range(5)]
+        assert b.tls_sessions == 1
+        untrusted = BookieSource(connect_timeout_s=2, read_timeout_s=2, tls_ca_file=str(other))
+        with BookieClient(untrusted) as client, pytest.raises(EntryReadError) as info:
+            client.read_entry(handle([b.address], 5), 0)
+    text = str(info.value)
+    assert f"bookie {b.address}" in text and "TLS handshake failed" in text and "\n" not in text
+    assert b.tls_sessions == 1  # nothing was served without a verified certificate
