@@ -71,8 +71,15 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
         choices=["zk", "zk-snapshot", "admin"],
         default=None,
         help="how the metadata is read: zk, a live ZooKeeper scan (default); zk-snapshot, a ZooKeeper "
-        "data directory (--zk-data-dir), zero load on the ensemble; admin, Pulsar and BookKeeper "
-        "admin REST APIs",
+        "data directory (--zk-data-dir), zero load on the ensemble; admin, Pulsar's admin REST API "
+        "(--admin-url; for clusters on etcd or Oxia) with BookKeeper's ledgers from "
+        "--bookkeeper-metadata or --zookeeper. The token comes from auth.admin-token-env/-file",
+    )
+    g.add_argument(
+        "--admin-url",
+        metavar="URL",
+        default=None,
+        help="--source admin: the broker's web service URL, http(s)://HOST:PORT (setting pulsar.admin-url)",
     )
     g.add_argument(
         "--zk-data-dir",

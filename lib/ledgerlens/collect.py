@@ -11,6 +11,7 @@ metadata (managed ledgers, schemas, policies and tenants), then S3.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,6 +28,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ledgerlens import schemas
 from ledgerlens.config import BookieSource, S3Source, ZooKeeperSource
 from ledgerlens.console import Progress, stage_bar
+from ledgerlens.errors import SourceError
 from ledgerlens.sources.base import STAGE_TABLES, STAGES, InventorySource
 
 __all__ = ["Inventory", "collect_inventory", "default_sources", "load_inventory", "table_path"]
@@ -210,6 +212,21 @@ def _task_rate(spark: SparkSession, total: float | None, n_tasks: int) -> float 
 def _items_frame(spark: SparkSession, items: list[tuple[int, str]], n: int) -> DataFrame:
     rdd = spark.sparkContext.parallelize(items, n)
     return spark.createDataFrame(rdd, "source int, item string")
+
+
+_TASK_ERROR = re.compile(r"ledgerlens\.errors\.SourceError: ([^\n]+)")
+
+
+def task_source_error(e: BaseException) -> SourceError | None:
+    """The ``SourceError`` a Spark task raised (its one line, e.g. the endpoint that failed),
+    out of the wrapped executor exception; None when ``e`` carries none."""
+    if isinstance(e, SourceError):
+        return e
+    found = _TASK_ERROR.findall(str(e))
+    if not found:
+        return None
+    server, _, problem = found[-1].strip().partition(": ")
+    return SourceError(server, problem)
 
 
 def _write(df: DataFrame, path: str) -> None:
@@ -423,11 +440,15 @@ def collect_inventory(
             want = min((x.tasks for _, x in mine if x.tasks), default=None)
             n = _n_tasks(spark, want, len(items))
             rates = [_task_rate(spark, x.rate_limit, n) if stage in x.stages else None for x in srcs]
-            if len(items) <= 1 and stage != "bk_ledgers":
-                # one partition (policies, a single tenant): no job to schedule, the driver reads it
-                _write_small(spark, srcs, stage, items, out_dir, inv, counters)
-            else:
-                _write_stage(spark, _items_frame(spark, items, n), srcs, stage, rates, out_dir, inv, counters)
+            try:
+                if len(items) <= 1 and stage != "bk_ledgers":
+                    # one partition (policies, a single tenant): no job to schedule, the driver reads it
+                    _write_small(spark, srcs, stage, items, out_dir, inv, counters)
+                else:
+                    frame = _items_frame(spark, items, n)
+                    _write_stage(spark, frame, srcs, stage, rates, out_dir, inv, counters)
+            except Exception as e:
+                raise (task_source_error(e) or e) from None
             if stage == "offload_objects":
                 inv.s3_scanned = True
             inv.timings[stage] = time.perf_counter() - t0

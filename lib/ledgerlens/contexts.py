@@ -52,6 +52,7 @@ from ledgerlens.errors import ConfigError
 from ledgerlens.redact import redact, register_secret
 
 if TYPE_CHECKING:
+    from ledgerlens.sources.admin import AdminApi
     from ledgerlens.sources.stores import Stores
 
 __all__ = [
@@ -706,6 +707,8 @@ class Settings:
             return False
         if self["metadata.source"] == "zk-snapshot" and self["metadata.zk-data-dir"]:
             return True
+        if self["metadata.source"] == "admin" and self["metadata.bookkeeper"]:
+            return True
         return bool(self["metadata.bookkeeper"] and self["metadata.pulsar"])
 
     def audit_inputs(self, as_of: str = "") -> tuple[ZooKeeperSource | None, S3Source | None, AuditConfig]:
@@ -728,7 +731,7 @@ class Settings:
             timeout_s=self["metadata.timeout"],
             auth=self.zookeeper_auth(),
         )
-        if not self._stores_without_zookeeper():
+        if not self._stores_without_zookeeper() and self["metadata.source"] != "admin":
             self.zookeeper_source()  # the same error as before when nothing names a store
         return Stores.from_options(
             self["metadata.zookeeper"],
@@ -739,6 +742,20 @@ class Settings:
             zk_data_dir=self["metadata.zk-data-dir"],
             zk_until=self["metadata.zk-until"],
             base=base,
+            admin_url=self["pulsar.admin-url"],
+            admin=self.admin_api(),
+        )
+
+    def admin_api(self) -> AdminApi:
+        """Settings of ``--source admin`` / ``admin:URL`` stores: the token by reference, TLS files."""
+        from ledgerlens.sources.admin import AdminApi
+
+        return AdminApi(
+            url=self["pulsar.admin-url"],
+            token=self.admin_token(),
+            tls_trust_certs_file=self["auth.tls-trust-certs-file"] or None,
+            tls_cert_file=self["auth.tls-cert-file"] or None,
+            tls_key_file=self["auth.tls-key-file"] or None,
         )
 
     # -- what people read

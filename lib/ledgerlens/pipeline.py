@@ -70,6 +70,29 @@ def blind_spots(tables: dict[str, DataFrame]) -> list[str]:
     )
 
 
+def undecidable(tables: dict[str, DataFrame]) -> dict[str, int]:
+    """What the inventory could not see (the admin API source), for ``summary.json``: counts of
+    schemas without ledger ids, cursors without string properties and offloaded ledgers without a
+    completion state. Empty for metadata-store scans. The audit hides what depends on them
+    (docs/audit-rules.md, "Admin API source")."""
+    from pyspark.sql import functions as F
+
+    out = {
+        "schemas_without_ledger_ids": tables["schema_ledgers"]
+        .filter(F.col("error").isNull() & F.col("ledger_id").isNull())
+        .select("schema_id")
+        .distinct()
+        .count(),
+        "cursors_without_string_properties": tables["cursors"]
+        .filter(F.col("error").isNull() & F.coalesce(F.col("cursor_properties_unknown"), F.lit(False)))
+        .count(),
+        "offloads_without_completion_state": tables["ml_ledgers"]
+        .filter(F.col("offload_uuid").isNotNull() & F.col("offload_complete").isNull())
+        .count(),
+    }
+    return {k: v for k, v in out.items() if v}
+
+
 def redacted_evidence(findings: DataFrame) -> DataFrame:
     """``findings`` with credentials redacted from ``evidence`` (``ledgerlens.redact``); the
     identifying columns are left as they are."""
@@ -395,6 +418,7 @@ def _phases(
         "auditor": _auditor(),
         **summarize(final_written),
         "sources": stores.describe(),
+        "undecidable": undecidable(tables),
         "deleted_tenants": sorted(audit.deleted_tenants),
         "foreign_by_tenant": foreign_by_tenant(final_written),
         "inventory_counts": inventory.counts,

@@ -115,6 +115,8 @@ CURSORS = _schema(
     ("znode_mtime_ms", _L),
     ("znode_version", _I),
     ("error", _S),
+    # True: the source could not see cursor_properties (the admin API): its bucket ledgers are a blind spot
+    ("cursor_properties_unknown", _B),
 )
 
 SCHEMA_LEDGERS = _schema(

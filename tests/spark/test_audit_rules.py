@@ -594,6 +594,47 @@ def test_blind_spots_hide_what_they_may_own(spark: Any) -> None:
     assert corrupt["/managed-ledgers/c/ns"]["component"] == "managed-ledger"
 
 
+def test_what_the_admin_api_cannot_show_is_not_decided(spark: Any) -> None:
+    """Rows as the admin API source writes them: schema versions without ledger ids, cursors without
+    string properties, offloads without completion state. Nothing is guessed from the gaps."""
+    a, b = "a/ns/persistent/t", "a/ns/persistent/u"
+    bucket = {"component": "delayed-index-bucket", "delayed_cursor": "s"}
+    rows = {
+        "managed_ledgers": [ml(a), ml(b)],
+        "ml_ledgers": ledgers(
+            a,
+            {"ledger_id": 1, "offload_uuid": "u1"},  # BookKeeper copy gone: complete
+            {"ledger_id": 2, "offload_uuid": "u2"},  # BookKeeper copy gone, an object missing
+            {"ledger_id": 3, "offload_uuid": "u3"},  # still in BookKeeper, stale objects: incomplete
+            {"ledger_id": 4},
+        )
+        + ledgers(b, {"ledger_id": 20}),
+        "cursors": [
+            cur(a, "s", 4, cursor_properties_unknown=True),
+            cur(b, "s", 20, cursor_properties={}),  # a scan that saw no bucket property
+        ],
+        "schema_ledgers": [schema_ref("a/ns/t", None)],
+        "bk_ledgers": [
+            bk(3, a),
+            bk(4, a),
+            bk(20, b),
+            bk(10, **bucket, delayed_topic="persistent://a/ns/t"),  # hidden: properties unknown
+            bk(11, **bucket, delayed_topic="persistent://a/ns/u"),  # properties seen: an orphan
+            bk(12, component="schema", schema_id="a/ns/t"),  # hidden: ledger ids unknown
+            bk(13, component="schema", schema_id="a/ns/gone"),  # no such schema: an orphan
+        ],
+        "namespace_policies": [pol("a/ns", -1, -1)],
+        "offload_objects": pair("u1", 1) + pair("u2", 2)[:1] + pair("u3", 3),
+    }
+    got = sorted((f["kind"], f["ledger_id"], f["object_key"]) for f in audit(spark, rows))
+    assert got == [
+        ("incomplete_offload", 3, "u3-ledger-3"),
+        ("missing_offload_object", 2, "u2-ledger-2-index"),
+        ("orphan_ledger", 11, None),
+        ("orphan_ledger", 13, None),
+    ]
+
+
 # --------------------------------------------------------------------------------------------------
 # A healthy cluster
 # --------------------------------------------------------------------------------------------------

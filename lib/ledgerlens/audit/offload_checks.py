@@ -122,7 +122,12 @@ def offload_object_rules(
         "entries",
         "size",
         "offload_uuid",
-        F.coalesce("offload_complete", F.lit(False)).alias("complete"),
+        # null (the admin API does not show it): complete when the BookKeeper copy is gone (rules.py)
+        F.coalesce(
+            F.col("offload_complete"),
+            F.col("offload_uuid").isNotNull() & F.col("_bk_id").isNull(),
+            F.lit(False),
+        ).alias("complete"),
         (F.coalesce("offload_bookkeeper_deleted", F.lit(False)) | F.col("_bk_id").isNull()).alias(
             "only_copy"
         ),

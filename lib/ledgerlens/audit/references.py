@@ -16,6 +16,7 @@ COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
 
 ML_TAG = "m"  # blind spots of managed ledgers and cursors
 SCHEMA_TAG = "s"  # blind spots of schema locators
+BUCKET_TAG = "b"  # managed ledgers whose cursors' string properties (delayed-index buckets) are unknown
 
 
 def cursor_references(cursors: DataFrame) -> DataFrame:
@@ -118,20 +119,37 @@ def _spots(df: DataFrame, name: str, tag: str) -> DataFrame:
     return df.filter(F.col("error").isNotNull()).select(F.concat(F.lit(f"{tag}:"), norm).alias("spot"))
 
 
+def _true(name: str) -> Column:
+    return F.coalesce(F.col(name), F.lit(False))
+
+
+def _unknown(df: DataFrame, unknown: Column, name: str, tag: str) -> DataFrame:
+    """Rows a source could read but not fully see (the admin API): ``<tag>:<name>``."""
+    return df.filter(F.col("error").isNull() & unknown).select(
+        F.concat(F.lit(f"{tag}:"), F.coalesce(F.col(name), F.lit(""))).alias("spot")
+    )
+
+
 def blind_spots(managed_ledgers: DataFrame, cursors: DataFrame, schema_ledgers: DataFrame) -> DataFrame:
     """One row, one column ``spots``: the tagged names (or prefixes) whose metadata did not decode.
 
     ``m:<managed ledger or prefix>`` from managed-ledger and cursor error rows, ``s:<schema id>``
-    from schema error rows; ``m:`` / ``s:`` (an empty name) hides everything of that tag, and
-    ``<tag>:ANY`` is present whenever any blind spot of the tag exists (owner unknown).
+    from schema error rows and from schema rows without a ledger id (the admin API shows schema
+    versions, not their ledgers), ``b:<managed ledger>`` from cursor rows whose string properties
+    are unknown (``cursor_properties_unknown``: the admin API does not show them; bucket ledgers of that
+    managed ledger are not decidable); ``m:`` / ``s:`` (an empty name) hides everything of that
+    tag, and ``<tag>:ANY`` is present whenever any blind spot of the tag exists (owner unknown).
     """
     spots = _spots(managed_ledgers, "managed_ledger", ML_TAG).unionByName(
         _spots(cursors, "managed_ledger", ML_TAG)
     )
     spots = spots.unionByName(_spots(schema_ledgers, "schema_id", SCHEMA_TAG))
+    spots = spots.unionByName(
+        _unknown(schema_ledgers, F.col("ledger_id").isNull(), "schema_id", SCHEMA_TAG)
+    ).unionByName(_unknown(cursors, _true("cursor_properties_unknown"), "managed_ledger", BUCKET_TAG))
     agg = spots.agg(F.collect_set("spot").alias("spots"))
     any_ = F.filter(
-        F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}")),
+        F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}"), F.lit(f"{BUCKET_TAG}:{ANY}")),
         lambda a: F.exists(F.col("spots"), lambda s: F.startswith(s, F.substring(a, 1, 2))),
     )
     return agg.select(F.array_union(F.col("spots"), any_).alias("spots"))

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from ledgerlens.audit.findings import age_seconds, explode_findings, finding, raw_finding
 from ledgerlens.audit.names import ANY, ml_namespace, topic_to_ml
 from ledgerlens.audit.ownership import is_owned, tenant_of_name
-from ledgerlens.audit.references import ML_TAG, SCHEMA_TAG, owner_prefixes
+from ledgerlens.audit.references import BUCKET_TAG, ML_TAG, SCHEMA_TAG, owner_prefixes
 from ledgerlens.config import AuditConfig
 
 MB = 1024 * 1024
@@ -27,6 +27,15 @@ _KNOWN_COMPONENTS = ("managed-ledger", "schema", "compacted-ledger", "delayed-in
 
 def _false(c: Column) -> Column:
     return F.coalesce(c, F.lit(False))
+
+
+def _offload_complete() -> Column:
+    """``offload_complete``; where a source could not see it (null while an offload uuid is known:
+    the admin API), inferred from BookKeeper: the broker deletes a ledger's BookKeeper copy only
+    after its offload completed, so an absent copy means complete, a present one not."""
+    return F.coalesce(
+        F.col("offload_complete"), F.col("offload_uuid").isNotNull() & F.col("bk_present").isNull()
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -218,10 +227,18 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
         )
         .when(comp == "schema", F.col("bk_schema_id"))
     )
-    prefixes = F.when(
-        comp.isin(*_KNOWN_COMPONENTS),
-        owner_prefixes(F.when(comp == "schema", F.lit(SCHEMA_TAG)).otherwise(F.lit(ML_TAG)), owner),
-    ).otherwise(F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}")))
+    prefixes = (
+        F.when(
+            comp == "delayed-index-bucket",
+            # a bucket's owner is also hidden where its cursors' string properties are unknown
+            F.concat(owner_prefixes(ML_TAG, owner), owner_prefixes(BUCKET_TAG, owner)),
+        )
+        .when(
+            comp.isin(*_KNOWN_COMPONENTS),
+            owner_prefixes(F.when(comp == "schema", F.lit(SCHEMA_TAG)).otherwise(F.lit(ML_TAG)), owner),
+        )
+        .otherwise(F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}")))
+    )
     owner_ml = F.when(comp != "schema", owner)
     tenant = tenant_of_name(owner)
     owned = is_owned(tenant)
@@ -366,7 +383,7 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
             unattributed,
         ),
         (
-            F.col("bk_present").isNull() & ref.isNotNull() & ~(is_ml & _false(F.col("offload_complete"))),
+            F.col("bk_present").isNull() & ref.isNotNull() & ~(is_ml & _false(_offload_complete())),
             missing,
         ),
         (
@@ -435,7 +452,7 @@ def ledger_rules(
             & F.col("bk_error").isNull()
             & (F.col("ctime_ms") <= now - config.min_orphan_age_s * 1000)
         )
-        | (F.col("bk_present").isNull() & ref.isNotNull() & ~(is_ml & _false(F.col("offload_complete"))))
+        | (F.col("bk_present").isNull() & ref.isNotNull() & ~(is_ml & _false(_offload_complete())))
         | (
             is_ml
             & (F.col("state") == "OPEN")
@@ -826,7 +843,7 @@ def offload_rules(
         "lag_ms",
         "length",
         "ctime_ms",
-        _false(F.col("offload_complete")).alias("complete"),
+        _false(_offload_complete()).alias("complete"),
         _false(F.col("offload_bookkeeper_deleted")).alias("bk_deleted"),
         _false(F.col("bk_present")).alias("in_bk"),
         (b.isNull() | (b == "") | F.array_contains(F.col("audited"), b)).alias("eligible"),

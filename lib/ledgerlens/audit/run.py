@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ledgerlens import schemas
 from ledgerlens.audit import rules, suspicious
@@ -17,6 +18,13 @@ from ledgerlens.config import AuditConfig
 
 REQUIRED = ("bk_ledgers", "managed_ledgers", "ml_ledgers", "cursors", "schema_ledgers", "namespace_policies")
 BOOKIE_TABLES = ("bucket_snapshots", "cursor_positions")  # present when entries were read from bookies
+
+
+def _column(df: DataFrame, f: T.StructField) -> Column:
+    """``f`` of ``df`` with its declared type; null when ``df`` predates the column."""
+    if f.name in df.columns:
+        return F.col(f.name).cast(f.dataType)
+    return F.lit(None).cast(f.dataType).alias(f.name)
 
 
 def _inputs(
@@ -32,7 +40,7 @@ def _inputs(
         df = tables.get(name)
         if df is None:
             df = spark.createDataFrame([], schema)
-        out[name] = df.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
+        out[name] = df.select(*[_column(df, f) for f in schema.fields])
     name = "pulsar_tenants"
     df = tables.get(name)
     if df is None:

@@ -10,6 +10,10 @@ A store is written ``KIND:LOCATION`` (``--bookkeeper-metadata``, ``--pulsar-meta
                                                 the ledgers root, default ``/ledgers``)
 ``metadata-store:zk:...``, ``zk+hierarchical://HOST:PORT/PATH`` (also ``zk+null``,
 ``zk+longhierarchical``, ``zk+flat``)            the same, as broker.conf / bookkeeper.conf write it
+``admin:http(s)://HOST:PORT``                   a Pulsar store read through the broker's admin
+                                                REST API (``ledgerlens.sources.admin``; Pulsar
+                                                stores only: BookKeeper's ledgers come from its
+                                                metadata store)
 ==============================================  ==============================================
 
 References are the union over every Pulsar store; tenants found in any of them are owned by the
@@ -24,6 +28,7 @@ from typing import Any
 
 from ledgerlens.config import ZooKeeperSource
 from ledgerlens.errors import ConfigError
+from ledgerlens.sources.admin import AdminApi, AdminSource, parse_admin_url
 from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource
 from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot
 from ledgerlens.sources.zookeeper import LiveZooKeeper
@@ -44,11 +49,17 @@ def _split_zk(text: str) -> tuple[str, str]:
 
 
 def parse_store(
-    text: str, role: str, base: ZooKeeperSource | None = None, *, until: str = ""
+    text: str,
+    role: str,
+    base: ZooKeeperSource | None = None,
+    *,
+    until: str = "",
+    admin: AdminApi | None = None,
 ) -> InventorySource:
     """The source of one ``--bookkeeper-metadata`` (``role="bookkeeper"``) or ``--pulsar-metadata``
     (``role="pulsar"``) value; ``base`` supplies the scan settings (rate limit, tasks, roots),
-    ``until`` the point in time of snapshot stores (``--zk-until``)."""
+    ``until`` the point in time of snapshot stores (``--zk-until``), ``admin`` the credentials
+    and TLS settings of admin stores (its URL is replaced by the store's)."""
     t = text.strip()
     if t.startswith("metadata-store:"):
         t = t[len("metadata-store:") :]
@@ -71,6 +82,13 @@ def parse_store(
                 data_dir, until=until, ledgers_root=path or "/ledgers", provides=BOOKKEEPER_STAGES
             )
         return ZooKeeperSnapshot(data_dir, until=until, chroot=path.rstrip("/"), provides=PULSAR_STAGES)
+    if kind == "admin":
+        if role != "pulsar":
+            raise ConfigError(
+                f"metadata store {text!r}: the admin API holds no BookKeeper ledger metadata; "
+                "give BookKeeper's metadata store (zk:HOST:PORT/ledgers or zk-snapshot:DIR)"
+            )
+        return AdminSource(replace(admin or AdminApi(url=""), url=parse_admin_url(rest)))
     if kind != "zk":
         raise ConfigError(f"metadata store {text!r}: source kind {kind!r} is not available here yet")
     hosts, path = _split_zk(rest)
@@ -109,13 +127,14 @@ class Stores:
         base: ZooKeeperSource | None = None,
         *,
         until: str = "",
+        admin: AdminApi | None = None,
     ) -> Stores:
         """From ``--bookkeeper-metadata`` and the ``--pulsar-metadata`` values."""
         if not pulsar:
             raise ConfigError("--pulsar-metadata KIND:LOCATION is required with --bookkeeper-metadata")
         return cls(
             parse_store(bookkeeper, "bookkeeper", base, until=until),
-            tuple(parse_store(p, "pulsar", base, until=until) for p in pulsar),
+            tuple(parse_store(p, "pulsar", base, until=until, admin=admin) for p in pulsar),
         )
 
     @classmethod
@@ -130,6 +149,8 @@ class Stores:
         zk_data_dir: str = "",
         zk_until: str = "",
         base: ZooKeeperSource | None = None,
+        admin_url: str = "",
+        admin: AdminApi | None = None,
     ) -> Stores:
         """The stores of the CLI / runbook options.
 
@@ -137,7 +158,9 @@ class Stores:
         ``zk-snapshot`` reads ``--zk-data-dir`` (the chroot of ``--zookeeper``, if any, selects the
         cluster's tree) up to ``--zk-until``. That one store holds BookKeeper's ledgers (under
         ``ledgers_root``) and Pulsar's metadata; ``--bookkeeper-metadata`` and ``--pulsar-metadata``
-        replace the role they name.
+        replace the role they name. ``admin`` reads Pulsar's metadata through the admin API at
+        ``admin_url`` (``--admin-url``; ``admin`` holds its token reference and TLS settings) and
+        BookKeeper's ledgers from ``--bookkeeper-metadata``, else from ``--zookeeper``.
         """
         if source not in SOURCE_KINDS:
             raise ConfigError(f"--source {source!r}: expected one of {', '.join(SOURCE_KINDS)}")
@@ -151,7 +174,17 @@ class Stores:
             elif not (bookkeeper and pulsar):
                 raise ConfigError("--source zk-snapshot needs --zk-data-dir DIR (ZooKeeper's dataDir)")
         elif source == "admin":
-            raise ConfigError("--source admin: not available in this build yet")
+            if not admin_url and not pulsar:
+                raise ConfigError("--source admin needs --admin-url URL (setting pulsar.admin-url)")
+            if not bookkeeper and not zookeeper:
+                raise ConfigError(
+                    "--source admin reads BookKeeper's ledgers from its metadata store: "
+                    "give --bookkeeper-metadata zk:HOST:PORT/ledgers or --zookeeper"
+                )
+            if not bookkeeper:
+                bookkeeper = f"zk:{zookeeper.split('/')[0]}{ledgers_root}"
+            if not pulsar:
+                pulsar = [f"admin:{admin_url}"]
         elif zookeeper:
             default = LiveZooKeeper(
                 replace(base or ZooKeeperSource(hosts=zookeeper), hosts=zookeeper, ledgers_root=ledgers_root)
@@ -174,7 +207,7 @@ class Stores:
             else _role(default, BOOKKEEPER_STAGES)
         )
         ps = (
-            tuple(parse_store(p, "pulsar", base, until=zk_until) for p in pulsar)
+            tuple(parse_store(p, "pulsar", base, until=zk_until, admin=admin) for p in pulsar)
             if pulsar
             else (_role(default, PULSAR_STAGES),)
         )
@@ -194,6 +227,8 @@ class Stores:
         store cannot be re-read (admin APIs)."""
 
         def one(src: InventorySource) -> Any:
+            if isinstance(src, AdminSource):  # read again through the API (AdminSource.reads)
+                return src
             if isinstance(src, LiveZooKeeper):
                 return src.zk
             if isinstance(src, ZooKeeperSnapshot):  # pinned to the state the inventory read
