@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO_DIR ?= demo-out
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps demo demo-local lab test test-all lint typecheck proto bench clean sandbox-down
+.PHONY: setup system-deps demo demo-local lab test test-all lint typecheck proto bench bench-extra clean sandbox-down
 
 setup: system-deps $(STAMP)
 
@@ -81,11 +81,16 @@ test-all: setup lint typecheck
 proto: setup
 	$(PY) proto/generate.py
 
+# Every ratio of issue 13 against its target in one table (one run; logs in bench-logs/).
+# BENCH_ARGS e.g. --audit-sizes 1000000:100000,10000000:1000000 --reuse
+BENCH_ARGS ?=
 bench: setup
-	$(PY) bench/bench_zk_collect.py
-	$(PY) bench/bench_audit.py
+	$(PY) bench/run_all.py $(BENCH_ARGS)
+
+# The other benchmarks (Kafka, deletion on a real Pulsar).
+bench-extra: setup
 	$(PY) bench/bench_kafka.py
 	flock /tmp/ll-pulsar.lock $(PY) bench/bench_deletion.py
 
 clean:
-	rm -rf $(DEMO_DIR) .pytest_cache .mypy_cache .ruff_cache spark-warehouse
+	rm -rf $(DEMO_DIR) bench-logs .pytest_cache .mypy_cache .ruff_cache spark-warehouse

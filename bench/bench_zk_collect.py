@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.stop()
     if seq:
         print(f"(c)/(a) = {best / seq:.2f}  (target >= 10)")
-    print(f"(c)/(b) = {best / raw:.2f}  (target >= 0.8)")
+    print(f"(c)/(b) = {best / raw:.2f}  (target >= 0.5)")
     return 0
 
 

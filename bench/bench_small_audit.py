@@ -1,0 +1,102 @@
+"""Benchmark: ``ledgerlens audit`` of a small generated cluster against a trivial Spark job.
+
+Starts a local sandbox (``ledgerlens sandbox-local``: ZooKeeper + S3 server, the planted generated
+cluster, ~90 ledgers), then alternates, ``--repeats`` times, in fresh processes:
+
+(t) starting a Spark session the way the CLI does and running one trivial job;
+(a) ``ledgerlens audit --sandbox DIR --out OUT`` end to end (collection, rules, re-verification,
+    write).
+
+and prints the times, the load average, and the ratio of the medians (a)/(t) (target <= 2.5x)::
+
+    .venv/bin/python bench/bench_small_audit.py --repeats 2
+
+Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TRIVIAL = (
+    "from ledgerlens.spark import get_session\n"
+    "s = get_session(app_name='bench-trivial')\n"
+    "s.range(1).count()\n"
+    "s.stop()\n"
+)
+
+
+def ledgerlens_cmd() -> list[str]:
+    """This interpreter's ``ledgerlens`` entry point."""
+    exe = Path(sys.executable).with_name("ledgerlens")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "ledgerlens.cli"]
+
+
+def timed(cmd: list[str]) -> tuple[float, str]:
+    """Seconds ``cmd`` took (it must succeed) and its stdout."""
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    dt = time.monotonic() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+    return dt, p.stdout
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--workdir", default=None, help="sandbox directory (default: a temporary one)")
+    args = ap.parse_args(argv)
+
+    ll = ledgerlens_cmd()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="ll-bench-small-"))
+    sandbox = work / "sandbox"
+    shutil.rmtree(sandbox, ignore_errors=True)
+    timed([*ll, "sandbox-local", "up", "--workdir", str(sandbox)])
+    try:
+        timed([*ll, "sandbox-local", "seed", "--workdir", str(sandbox)])
+        trivial: list[float] = []
+        audit: list[float] = []
+        summary: dict = {}
+        for i in range(args.repeats):
+            print(f"run {i + 1}/{args.repeats}: load average {load()}", flush=True)
+            dt, _ = timed([sys.executable, "-c", TRIVIAL])
+            trivial.append(dt)
+            print(f"  (t) spark session + trivial job   {dt:7.1f} s", flush=True)
+            out = work / f"audit-{i}"
+            shutil.rmtree(out, ignore_errors=True)
+            dt, _ = timed([*ll, "audit", "--sandbox", str(sandbox), "--out", str(out)])
+            audit.append(dt)
+            summary = json.loads((out / "summary.json").read_text())
+            print(f"  (a) ledgerlens audit end to end   {dt:7.1f} s", flush=True)
+            phases = {k: v for k, v in summary["timings"].items() if "." not in k}
+            print(f"      phases: {json.dumps(phases)}", flush=True)
+    finally:
+        timed([*ll, "sandbox-local", "down", "--workdir", str(sandbox)])
+    ledgers = summary.get("inventory_counts", {}).get("bk_ledgers", 0)
+    t, a = statistics.median(trivial), statistics.median(audit)
+    print()
+    print(f"generated cluster: {ledgers} ledgers, {summary.get('total_findings', 0)} findings; load {load()}")
+    print("| measure | seconds |")
+    print("|---|---:|")
+    print(f"| (t) spark session + one trivial job (median of {len(trivial)}) | {t:.1f} |")
+    print(f"| (a) ledgerlens audit end to end (median of {len(audit)}) | {a:.1f} |")
+    print(f"| ratio (a) / (t) | {a / t:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

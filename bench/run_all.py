@@ -1,0 +1,161 @@
+"""``make bench``: every performance ratio of the project against its target, in one table.
+
+Runs, one after the other in fresh processes (one run, so the ratios share the machine's state):
+
+- ``bench/bench_zk_collect.py --skip-sequential``: live ZooKeeper collection vs the best raw
+  pipelined read of the same znodes (warm), and the cold run vs the warm one;
+- ``bench/bench_small_audit.py``: ``ledgerlens audit`` of the generated cluster vs starting Spark and
+  running one trivial job;
+- ``bench/bench_audit.py --driver-memory 4g``: ``run_audit`` written to Parquet vs a full read of
+  the inventory, at each ``--audit-sizes`` point;
+
+then prints ``| benchmark | measured | target | met |``, with the load average next to each
+benchmark (the machine may be shared: ratios are measured in the same run, never across runs)::
+
+    .venv/bin/python bench/run_all.py                                 # 10M ledgers / 1M topics
+    .venv/bin/python bench/run_all.py --audit-sizes 1000000:100000 --only audit,small
+
+Each benchmark's own output goes to ``--logs`` (one file per benchmark) and is echoed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Row:
+    """One line of the table."""
+
+    benchmark: str
+    measured: float | None
+    unit: str
+    target: str
+    met: bool | None
+    load: str
+
+    def cells(self) -> list[str]:
+        m = "n/a" if self.measured is None else f"{self.measured:.2f}{self.unit}"
+        ok = "n/a" if self.met is None else ("yes" if self.met else "NO")
+        return [self.benchmark, m, self.target, ok, self.load]
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def run(name: str, cmd: list[str], logs: Path) -> tuple[str, str]:
+    """Run one benchmark, echo and keep its output; (stdout, load average at its start)."""
+    at = load()
+    print(f"\n=== {name}: {' '.join(cmd)}  (load average {at})", flush=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    lines: list[str] = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as p:
+        assert p.stdout is not None
+        for line in p.stdout:
+            lines.append(line)
+            sys.stdout.write(line)
+            sys.stdout.flush()
+    text = "".join(lines)
+    (logs / f"{name}.log").write_text(text)
+    print(f"=== {name}: exit {p.returncode} in {time.monotonic() - t0:.0f} s", flush=True)
+    return (text if p.returncode == 0 else ""), at
+
+
+def number(pattern: str, text: str) -> float | None:
+    m = re.search(pattern, text, re.MULTILINE)
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+def zk_rows(text: str, at: str) -> list[Row]:
+    ratio = number(r"^\(c\)/\(b\) = ([0-9.]+)", text)
+    cold = number(r"^\(c\) collect_inventory .*\(cold\).*?([0-9,]+) ledgers/s\s*$", text)
+    warm = number(r"^\(c\) collect_inventory .*\(warm\).*?([0-9,]+) ledgers/s\s*$", text)
+    slow = warm / cold if cold and warm else None
+    return [
+        Row("zk collect: collect_inventory warm / raw pipelined read", ratio, "x", ">= 0.5x",
+            None if ratio is None else ratio >= 0.5, at),
+        Row("zk collect: warm / cold (cold slowdown)", slow, "x", "<= 2x",
+            None if slow is None else slow <= 2.0, at),
+    ]  # fmt: skip
+
+
+def small_rows(text: str, at: str) -> list[Row]:
+    ratio = number(r"^\| ratio \(a\) / \(t\) \| ([0-9.]+)x \|", text)
+    return [
+        Row("small cluster: ledgerlens audit / trivial Spark job", ratio, "x", "<= 2.5x",
+            None if ratio is None else ratio <= 2.5, at),
+    ]  # fmt: skip
+
+
+def audit_rows(text: str, at: str, size: str, heap: str) -> list[Row]:
+    ratio = number(r"^\| ratio \(b\) / \(a full read\) \| ([0-9.]+)x \|", text)
+    jvm = number(r"^\| peak RSS JVM \| ([0-9.]+) GiB \|", text)
+    secs = number(r"^\| \(b\) run_audit written to Parquet \| ([0-9.]+) \|", text)
+    return [
+        Row(f"audit {size}: run_audit / full inventory read (heap {heap})", ratio, "x", "<= 2x",
+            None if ratio is None else ratio <= 2.0, at),
+        Row(f"audit {size}: run_audit seconds", secs, " s", "(info)", None, at),
+        Row(f"audit {size}: peak JVM RSS", jvm, " GiB", "(info)", None, at),
+    ]  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="zk,small,audit", help="comma-separated subset of zk,small,audit")
+    ap.add_argument("--zk-ledgers", type=int, default=100_000)
+    ap.add_argument("--small-repeats", type=int, default=2)
+    ap.add_argument(
+        "--audit-sizes", default="10000000:1000000", help="LEDGERS:TOPICS points, comma-separated"
+    )
+    ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--reuse", action="store_true", help="bench_audit --reuse (keep generated inventories)")
+    ap.add_argument("--logs", default="bench-logs")
+    args = ap.parse_args(argv)
+
+    only = set(args.only.split(","))
+    py = sys.executable
+    logs = Path(args.logs)
+    rows: list[Row] = []
+    if "zk" in only:
+        out, at = run(
+            "zk_collect",
+            [py, str(HERE / "bench_zk_collect.py"), "--skip-sequential", "--ledgers", str(args.zk_ledgers)],
+            logs,
+        )
+        rows += zk_rows(out, at)
+    if "small" in only:
+        cmd = [py, str(HERE / "bench_small_audit.py"), "--repeats", str(args.small_repeats)]
+        out, at = run("small_audit", cmd, logs)
+        rows += small_rows(out, at)
+    if "audit" in only:
+        for point in args.audit_sizes.split(","):
+            ledgers, topics = point.split(":")
+            cmd = [py, str(HERE / "bench_audit.py"), "--driver-memory", args.driver_memory]
+            cmd += ["--ledgers", ledgers, "--topics", topics] + (["--reuse"] if args.reuse else [])
+            out, at = run(f"audit_{ledgers}", cmd, logs)
+            rows += audit_rows(out, at, f"{int(ledgers):,} ledgers", args.driver_memory)
+
+    header = ["benchmark", "measured", "target", "met", "load avg (1/5/15 min) at start"]
+    print(f"\nperformance table (one run, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"{os.cpu_count()} cpus)")  # fmt: skip
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(r.cells()) + " |")
+    (logs / "table.md").write_text("\n".join("| " + " | ".join(r.cells()) + " |" for r in rows) + "\n")
+    return 0 if all(r.met is not False for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
