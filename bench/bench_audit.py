@@ -84,8 +84,23 @@ class Layout:
         return topic + F.lit(self.topics) * F.floor((F.lit(self.data - 1) - topic) / self.topics)
 
     @staticmethod
+    def local(topic: Column) -> Column:
+        """A topic's local name: distinct and as incompressible as real names (a hash in it)."""
+        return F.format_string("topic-%d-%s", topic, F.substring(F.sha2(topic.cast("string"), 256), 1, 16))
+
+    @staticmethod
     def ml(topic: Column) -> Column:
-        return F.format_string("tenant-%d/ns-%d/persistent/topic-%d", topic % 20, topic % 1000, topic)
+        return F.format_string("tenant-%d/ns-%d/persistent/%s", topic % 20, topic % 1000, Layout.local(topic))
+
+    @staticmethod
+    def topic_name(topic: Column) -> Column:
+        return F.concat(F.lit("persistent://"), Layout.ns(topic), F.lit("/"), Layout.local(topic))
+
+    def cursor(self, c: Column) -> Column:
+        """Name of cursor ``c`` (of topic ``c % topics``): distinct per cursor, hashed like real names."""
+        return F.format_string(
+            "sub-%d-%s", F.floor(c / self.topics), F.substring(F.sha2(c.cast("string"), 224), 1, 12)
+        )
 
     @staticmethod
     def ns(topic: Column) -> Column:
@@ -170,7 +185,13 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
             "znode_version": F.lit(2),
             "digest_type": F.lit("CRC32C"),
             "bookies": F.array(
-                *[F.format_string("bookie-%d.example:3181", (F.col("ledger_id") + i) % 9) for i in range(3)]
+                *[
+                    F.format_string(
+                        "bookie-%03d.bookkeeper.prod-eu-west-1.svc.cluster.local:3181",
+                        (F.col("ledger_id") * 7 + i * 101) % 300,
+                    )
+                    for i in range(3)
+                ]
             ),
             "custom_metadata": meta,
             "application": F.lit("pulsar"),
@@ -195,9 +216,9 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
         Layout.ml(ctopic).alias("managed_ledger"),
         Layout.tenant(ctopic).alias("tenant"),
         Layout.ns(ctopic).alias("namespace"),
-        F.format_string("sub-%d", F.floor(c / topics)).alias("cursor"),
-        F.format_string("sub-%d", F.floor(c / topics)).alias("cursor_node"),
-        F.format_string("/managed-ledgers/%s/sub-%d", Layout.ml(ctopic), F.floor(c / topics)).alias("path"),
+        g.cursor(c).alias("cursor"),
+        g.cursor(c).alias("cursor_node"),
+        F.format_string("/managed-ledgers/%s/%s", Layout.ml(ctopic), g.cursor(c)).alias("path"),
         F.lit("NONE").alias("compression"),
         F.when(c % 3 == 0, F.lit(g.cl0) + F.floor(c / 3)).otherwise(-1).alias("cursors_ledger_id"),
         F.when(slow, ctopic).otherwise(g.last_of(ctopic)).alias("mark_delete_ledger_id"),
@@ -219,7 +240,7 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
     cl = spark.range(g.cursor_ledgers).select(
         (F.lit(g.cl0) + F.col("id")).alias("ledger_id"),
         ((F.col("id") * 3) % topics).alias("topic"),
-        F.format_string("sub-%d", F.floor(F.col("id") * 3 / topics)).alias("cursor"),
+        g.cursor(F.col("id") * 3).alias("cursor"),
         F.lit(NOW - 2 * D).alias("ctime_ms"),
     )
     bk_cursor = bk_rows(cl, cursor=F.col("cursor"))
@@ -229,7 +250,7 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
         F.lit(NOW - 9 * D).alias("ctime_ms"),
     )
     sid = F.format_string(
-        "tenant-%d/ns-%d/topic-%d", F.col("topic") % 20, F.col("topic") % 1000, F.col("topic")
+        "tenant-%d/ns-%d/%s", F.col("topic") % 20, F.col("topic") % 1000, Layout.local(F.col("topic"))
     )
     bk_schema = bk_rows(
         sl, component=F.lit("schema"), managed_ledger=F.lit(None).cast("string"), schema_id=sid
@@ -245,9 +266,7 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
         F.lit(True).alias("is_latest"),
         F.lit(NOW - 9 * D).alias("znode_mtime_ms"),
     )
-    topic_name = F.format_string(
-        "persistent://tenant-%d/ns-%d/topic-%d", F.col("topic") % 20, F.col("topic") % 1000, F.col("topic")
-    )
+    topic_name = Layout.topic_name(F.col("topic"))
     cp = spark.range(g.compacted).select(
         (F.lit(g.cp0) + F.col("id")).alias("ledger_id"),
         (F.col("id") * 50).alias("topic"),
@@ -270,7 +289,7 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
         managed_ledger=F.lit(None).cast("string"),
         delayed_topic=topic_name,
         bucket_key=F.lit(BUCKET_KEY),
-        delayed_cursor=F.lit("sub-0"),
+        delayed_cursor=g.cursor(F.col("topic")),
     )
     orph = spark.range(g.orphans).select(
         (F.lit(g.or0) + F.col("id")).alias("ledger_id"),
@@ -315,7 +334,7 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
         F.concat(F.lit("/managed-ledgers/"), Layout.ml(t)).alias("path"),
         Layout.tenant(t).alias("tenant"),
         Layout.ns(t).alias("namespace"),
-        F.format_string("persistent://tenant-%d/ns-%d/topic-%d", t % 20, t % 1000, t).alias("topic"),
+        Layout.topic_name(t).alias("topic"),
         F.lit("NONE").alias("compression"),
         (F.floor((F.lit(g.data - 1) - t) / topics) + 1).cast("int").alias("ledger_count"),
         F.lit(NOW - 30 * D).alias("znode_ctime_ms"),
@@ -447,7 +466,12 @@ def main(argv: list[str] | None = None) -> int:
     disk = sum(f.stat().st_size for f in inv.rglob("*.parquet"))
 
     def load() -> dict[str, DataFrame]:
-        return {n: spark.read.schema(s).parquet(str(inv / n)) for n, s in schemas.INVENTORY.items()}
+        # the tables the generator writes (no bookie reads, no offload verification)
+        return {
+            n: spark.read.schema(s).parquet(str(inv / n))
+            for n, s in schemas.INVENTORY.items()
+            if (inv / n).exists()
+        }
 
     cfg = AuditConfig(as_of_ms=NOW)
     out = root / "findings"
