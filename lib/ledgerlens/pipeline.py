@@ -18,6 +18,7 @@ from ledgerlens.console import Progress, as_progress
 from ledgerlens.errors import SourceError
 from ledgerlens.outdir import OutputDir
 from ledgerlens.redact import redact_obj
+from ledgerlens.spark import sized_for
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -324,12 +325,8 @@ def _phases(
     bookie: Any = None,
 ) -> AuditRun:
     """The phases of one run into ``od.staging``; ``phase[0]`` names the phase under way."""
-    from pyspark.sql import functions as F
-
-    from ledgerlens.audit import gates, order_findings, run_audit, summarize
-    from ledgerlens.collect import collect_inventory, load_inventory
+    from ledgerlens.collect import collect_inventory
     from ledgerlens.errors import ConfigError
-    from ledgerlens.reverify import REVERIFIED_KINDS, reverify
     from ledgerlens.sources.stores import Stores
 
     if stores is None:
@@ -354,9 +351,60 @@ def _phases(
         deep_offload_check=deep_offload_check,
         bookie=bookie,
     )
-    bar.end(f"{sum(v for k, v in inventory.counts.items() if k in schemas.INVENTORY):,} rows scanned")
+    rows = sum(v for k, v in inventory.counts.items() if k in schemas.INVENTORY)
+    bar.end(f"{rows:,} rows scanned")
     timings.update({f"collect.{k}": v for k, v in inventory.timings.items()})
     timings["collect"] = time.monotonic() - t0
+    # partitions and code generation chosen from the inventory's size (restored afterwards)
+    with sized_for(spark, rows):
+        return _audit_phases(
+            spark,
+            zk,
+            s3,
+            audit,
+            od,
+            bar,
+            allow_empty_metadata,
+            context,
+            phase,
+            stores=stores,
+            cluster=cluster,
+            clusters=clusters,
+            deep_offload_check=deep_offload_check,
+            inventory=inventory,
+            timings=timings,
+            t_run=t_run,
+        )
+
+
+def _audit_phases(
+    spark: SparkSession,
+    zk: ZooKeeperSource | None,
+    s3: S3Source | None,
+    audit: AuditConfig,
+    od: OutputDir,
+    bar: Progress,
+    allow_empty_metadata: bool,
+    context: dict[str, Any] | None,
+    phase: list[str],
+    *,
+    stores: Any,
+    cluster: str | None,
+    clusters: list[str],
+    deep_offload_check: bool,
+    inventory: Any,
+    timings: dict[str, float],
+    t_run: float,
+) -> AuditRun:
+    """The phases after collection: rules, re-verification, write."""
+    from pyspark.sql import functions as F
+
+    from ledgerlens.audit import gates, order_findings, run_audit, summarize
+    from ledgerlens.collect import load_inventory
+    from ledgerlens.errors import ConfigError
+    from ledgerlens.reverify import REVERIFIED_KINDS, reverify
+
+    out = od.staging
 
     phase[0] = "audit"
     t1 = time.monotonic()

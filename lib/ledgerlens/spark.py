@@ -9,7 +9,8 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import IO
 
 from pyspark.sql import SparkSession
@@ -61,6 +62,55 @@ def configure(
     for key, value in (conf or {}).items():
         b = b.config(key, value)
     return b
+
+
+SMALL_INVENTORY_ROWS = 1_000_000
+"""Up to this many inventory rows an audit is small: its cost is Spark's fixed costs per query
+stage (task scheduling, Java code generation and compilation of every stage), not the data."""
+
+ROWS_PER_SHUFFLE_PARTITION = 250_000
+
+
+def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
+    """SQL settings for an audit of ``rows`` inventory rows on ``parallelism`` cores.
+
+    Small inventories: one shuffle partition per core and expressions interpreted instead of
+    compiled (the audit plan has over a hundred stages; compiling each costs more than running it
+    on a few thousand rows). Larger ones: at least one shuffle partition per
+    ``ROWS_PER_SHUFFLE_PARTITION`` rows (adaptive execution coalesces them further).
+    """
+    if rows <= SMALL_INVENTORY_ROWS:
+        return {
+            "spark.sql.shuffle.partitions": str(max(1, parallelism)),
+            "spark.sql.codegen.wholeStage": "false",
+            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        }
+    return {"spark.sql.shuffle.partitions": str(max(parallelism, rows // ROWS_PER_SHUFFLE_PARTITION))}
+
+
+@contextmanager
+def sized_for(spark: SparkSession, rows: int) -> Iterator[dict[str, str]]:
+    """Apply ``settings_for_rows`` to ``spark`` for the block, then restore what was set before.
+
+    A shuffle-partition count the user set explicitly to more than the rule's (a context's
+    ``spark.conf``) is kept for large inventories.
+    """
+    conf = spark.conf
+    want = settings_for_rows(rows, spark.sparkContext.defaultParallelism)
+    if rows > SMALL_INVENTORY_ROWS:
+        have = int(conf.get("spark.sql.shuffle.partitions") or 0)
+        want["spark.sql.shuffle.partitions"] = str(max(have, int(want["spark.sql.shuffle.partitions"])))
+    before: dict[str, str | None] = {k: conf.get(k, None) for k in want}
+    for k, v in want.items():
+        conf.set(k, v)
+    try:
+        yield want
+    finally:
+        for k, old in before.items():
+            if old is None:
+                conf.unset(k)
+            else:
+                conf.set(k, old)
 
 
 _JVM_NOISE = (
