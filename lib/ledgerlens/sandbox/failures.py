@@ -134,8 +134,28 @@ def _s3(state: dict[str, Any]) -> Any:
     )
 
 
-def _unload(web: str, topic: str) -> None:
+def _unload(web: str, topic: str, zk: Any = None) -> None:
+    """Unload ``topic``; with ``zk``, also wait until every cursor of it is closed in ZooKeeper.
+
+    The unload call can return before the broker has written the closing cursors' positions to
+    their znodes (``cursorsLedgerId`` -1): a planting that reads or edits a cursor znode, or the
+    ground truth derived from it, must wait for that write (cursor znodes otherwise lag their
+    cursor ledgers, as in production).
+    """
     admin(web, "PUT", topic_path(topic) + "/unload", ok=(200, 204))
+    if zk is None:
+        return
+    from ledgerlens.formats.managed_ledger import decode_cursor
+
+    path = ml_path(topic)
+
+    def closed() -> bool | None:
+        for c in zk.get_children(path):
+            if decode_cursor(zk.get(f"{path}/{c}")[0], path=f"{path}/{c}").cursors_ledger_id != -1:
+                return None
+        return True
+
+    wait_for(closed, 60, f"the cursors of {topic} closed in ZooKeeper after its unload")
 
 
 def _ml_name(topic: str) -> str:
@@ -166,7 +186,7 @@ def plant_retention_overdue(state: dict[str, Any], zk: Any, client: Any) -> list
         return bool(st["cursors"]["reader"]["markDeletePosition"] == st["lastConfirmedEntry"])
 
     wait_for(caught_up, 60, f"the mark-delete position of 'reader' on {TOPIC_OVERDUE}")
-    _unload(web, TOPIC_OVERDUE)
+    _unload(web, TOPIC_OVERDUE, zk)
     # from now on nothing may load the topic again: no admin call names it, no client opens it
     ensure_namespace(web, NS_OVERDUE, {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
     from ledgerlens.formats.managed_ledger import decode_cursor
@@ -198,7 +218,7 @@ def plant_retention_overdue(state: dict[str, Any], zk: Any, client: Any) -> list
 def plant_orphan_by_edit(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
     """Drop a ledger from the managed ledger's list with a version-checked write (topic unloaded)."""
     produce(client, TOPIC_ORPHAN_EDIT, 180)  # not a multiple of the ledger size: no rollover in flight
-    _unload(state["web_url"], TOPIC_ORPHAN_EDIT)
+    _unload(state["web_url"], TOPIC_ORPHAN_EDIT, zk)
     path = ml_path(TOPIC_ORPHAN_EDIT)
     data, stat = zk.get(path)
     if data[:2] == b"\x47\x78":
@@ -238,7 +258,7 @@ def plant_bucket_failures(state: dict[str, Any], zk: Any, client: Any) -> list[d
         buckets = wait_for(sealed, 120, f"three delayed-index buckets on {TOPIC_BUCKETS}")
     finally:
         consumer.close()
-    _unload(state["web_url"], TOPIC_BUCKETS)
+    _unload(state["web_url"], TOPIC_BUCKETS, zk)
     path = f"{ml_path(TOPIC_BUCKETS)}/{encode_component(BUCKET_SUBSCRIPTION)}"
     data, stat = zk.get(path)
     if data[:2] == b"\x47\x78":
@@ -402,7 +422,7 @@ def plant_unload_race(state: dict[str, Any], zk: Any, client: Any) -> list[dict[
 def plant_missing_ledger(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
     """Delete the BookKeeper metadata znode of a ledger the managed ledger still lists."""
     produce(client, TOPIC_MISSING_LEDGER, 130)
-    _unload(state["web_url"], TOPIC_MISSING_LEDGER)
+    _unload(state["web_url"], TOPIC_MISSING_LEDGER, zk)
     rec = read_ml(zk, TOPIC_MISSING_LEDGER)
     victim = rec.ledgers[0].ledger_id
     lpath = ledger_path(victim)
@@ -456,7 +476,7 @@ def plant_offload_damage(state: dict[str, Any], zk: Any, client: Any) -> list[di
         raise SandboxError(f"{TOPIC_DAMAGED}: expected at least six offloaded ledgers, got {ids}")
     wait_bookkeeper_deleted(zk, TOPIC_DAMAGED, ids)
     produce(client, TOPIC_DAMAGED, ENTRIES_PER_LEDGER)  # one more closed ledger, never offloaded
-    _unload(web, TOPIC_DAMAGED)
+    _unload(web, TOPIC_DAMAGED, zk)
     path = ml_path(TOPIC_DAMAGED)
     ml = _ml_name(TOPIC_DAMAGED)
     rec = read_ml(zk, TOPIC_DAMAGED)
