@@ -1,11 +1,13 @@
 """Benchmark: the ZooKeeper snapshot source against the live scan of the same tree, in one run.
 
-Starts a ZooKeeper 3.9 (a small ``snapCount``, so snapshots are written while the cluster is) and
-writes a healthy generated cluster of ``--ledgers`` ledgers into it, then measures:
+Starts a ZooKeeper 3.9 (a small ``snapCount``, so snapshots are written while the cluster is),
+writes a healthy generated cluster of ``--ledgers`` ledgers into it and restarts it (ZooKeeper
+snapshots the whole tree when it loads), then measures:
 
 (a) the live scan: the ``bk_ledgers`` stage of ``collect_inventory`` over ``--zookeeper`` (pipelined,
     multiRead, Spark tasks, decoded, written as Parquet), the baseline;
 (b) raw snapshot decoding: every znode of the newest snapshot file (znodes/s, MB/s), one process;
+    (b2) the planning pass over the same file (records stepped over by their lengths);
 (c) the snapshot source: the same ``bk_ledgers`` stage from the data directory (planning: log
     replay and one indexing pass; then Spark tasks decoding byte ranges), ledgers/s.
 
@@ -72,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"generated {args.ledgers:,} ledgers under {root} in {time.perf_counter() - t0:.1f} s", flush=True
         )
+        # a restart: ZooKeeper writes a snapshot of the whole tree when it loads its data, so the
+        # newest snapshot holds every ledger (not just the logs after an early snapshot)
+        server.stop()
+        server = ZooKeeperServer(
+            work, snap_count=args.snap_count, snapshot_compression=args.compression, heap=args.heap
+        ).start(timeout=300)
         snaps, logs = find_files(str(server.data_dir))
         snap = snaps[-1][1]
         size = os.path.getsize(snap) / 2**20
@@ -90,11 +98,23 @@ def main(argv: list[str] | None = None) -> int:
             live = n / inv.timings["bk_ledgers"]
             _line("(a) live scan, collect bk_ledgers", n, "ledgers", inv.timings["bk_ledgers"])
 
+        mb = os.path.getsize(snap) / 2**20
         t0 = time.perf_counter()
         count = sum(1 for _ in SnapshotReader(snap).nodes())
         dt = time.perf_counter() - t0
-        mb = os.path.getsize(snap) / 2**20
         _line("(b) snapshot decode, every znode, 1 process", count, "znodes", dt, f" {mb / dt:8.1f} MB/s")
+        assert count > args.ledgers, f"the newest snapshot holds {count:,} znodes: not the whole tree"
+        t0 = time.perf_counter()
+        reader = SnapshotReader(snap)
+        leaves = sum(1 for _ in reader.records((f"{root}/ledgers/".encode(),)))
+        dt = time.perf_counter() - t0
+        _line(
+            "(b2) planning pass: step over, keep the ledgers",
+            reader.node_count,
+            "znodes",
+            dt,
+            f" {mb / dt:8.1f} MB/s ({leaves:,} kept)",
+        )
 
         src = ZooKeeperSnapshot(
             str(server.data_dir), ledgers_root=f"{root}/ledgers", provides=BOOKKEEPER_STAGES

@@ -55,7 +55,7 @@ LOG_MAGIC = 0x5A4B4C47  # "ZKLG"
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
 _HEADER = struct.Struct(">iiq")
-_STAT = struct.Struct(">qqqqiiiqq")
+_STAT = STAT = struct.Struct(">qqqqiiiqq")  # StatPersisted
 _TXN_HEADER = struct.Struct(">qiqqi")
 _CHUNK = 4 << 20
 _SNAPPY_MAGIC = b"\x82SNAPPY\x00"
@@ -304,6 +304,7 @@ class SnapshotReader:
         self.version = 0
         self.trailer: dict[str, int] = {}
         self.end_offset = 0
+        self.node_count = 0  # nodes stepped over by the last read
 
     def _open(self) -> _Reader:
         stream = open_snapshot_stream(self.path)
@@ -346,26 +347,86 @@ class SnapshotReader:
 
     def nodes(self) -> Iterator[SnapshotNode]:
         """Every node (see the class docstring); the seal is checked after the last one."""
+        return self.nodes_under(None)
+
+    def nodes_under(self, prefixes: tuple[bytes, ...] | None) -> Iterator[SnapshotNode]:
+        """The nodes whose path starts with one of ``prefixes`` (UTF-8; every node when None)."""
+        stat_unpack = _STAT.unpack
+        make = Stat._make
+        for at, path, data, acl, stat in self.records(prefixes):
+            try:
+                text = path.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DecodeError(f"{self.path} offset {at}", "node path is not UTF-8") from e
+            yield SnapshotNode(text, data, acl, make(stat_unpack(stat)), at)
+
+    def records(
+        self, prefixes: tuple[bytes, ...] | None = None
+    ) -> Iterator[tuple[int, bytes, bytes | None, int, bytes]]:
+        """Raw node records in file order: ``(offset, path, data, acl index, stat)``.
+
+        ``path`` is the UTF-8 path and ``stat`` the 60 bytes of ``StatPersisted`` (see ``Stat``),
+        both undecoded. With ``prefixes``, only the nodes whose path starts with one of them are
+        yielded; the others are stepped over by their lengths alone (no object per node). The seal
+        is checked as by :meth:`nodes` when the whole node list is read.
+        """
         r = self._open()
         try:
             if self.start is None:
                 self._header(r)
-            stat_size = _STAT.size
-            while True:
-                at = r.offset
-                if self.stop is not None and at >= self.stop:
-                    return
-                path = r.string("node path")
-                if path == "/":
-                    break
-                if path is None:
-                    raise r.fail("null node path", at)
-                data = r.buffer("node data")
-                acl = r.i64("node ACL index")
-                r.need(stat_size, "node stat")
-                stat = Stat._make(_STAT.unpack_from(r.buf, r.pos))
-                r.pos += stat_size
-                yield SnapshotNode(path, data, acl, stat, at)
+            stop = self.stop
+            unpack_i = _I.unpack_from
+            unpack_q = _Q.unpack_from
+            sized = _STAT.size + 8  # ACL index and stat after the data
+            done = False
+            count = 0
+            while not done:
+                buf, pos, base = r.buf, r.pos, r.base
+                n = len(buf)
+                need = 4
+                while True:  # every complete record held in buf
+                    if pos + 4 > n:
+                        need = 4
+                        break
+                    if stop is not None and base + pos >= stop:
+                        r.pos = pos
+                        return
+                    (plen,) = unpack_i(buf, pos)
+                    if plen < 0 or plen > 1 << 24:
+                        r.pos = pos
+                        raise r.fail("null node path" if plen < 0 else f"implausible node path length {plen}")
+                    pe = pos + 4 + plen
+                    if pe + 4 > n:
+                        need = plen + 8
+                        break
+                    if plen == 1 and buf[pos + 4] == 0x2F:  # "/": the end of the node list
+                        pos = pe
+                        done = True
+                        break
+                    (dlen,) = unpack_i(buf, pe)
+                    if dlen > 1 << 30:
+                        r.pos = pos
+                        raise r.fail(f"implausible node data length {dlen}", base + pe)
+                    de = pe + 4 + (dlen if dlen > 0 else 0)
+                    end = de + sized
+                    if end > n:
+                        need = end - pos
+                        break
+                    if prefixes is None or buf.startswith(prefixes, pos + 4, pe):
+                        (acl,) = unpack_q(buf, de)
+                        yield (
+                            base + pos,
+                            buf[pos + 4 : pe],
+                            buf[pe + 4 : de] if dlen >= 0 else None,
+                            acl,
+                            buf[de + 8 : end],
+                        )
+                    pos = end
+                    count += 1
+                r.pos = pos
+                self.node_count = count
+                if not done and not r.fill(need):
+                    raise r.fail(f"truncated: a node record needs {need} bytes, {len(r.buf) - r.pos} left")
             if self.start is not None:
                 return
             self._seal(r, "node list")
@@ -488,11 +549,12 @@ class _BytesStream:
         pass
 
 
-def read_log(path: str, *, tail_ok: bool = False) -> Iterator[LogRecord]:
+def read_log(path: str, *, tail_ok: bool = False, after: int | None = None) -> Iterator[LogRecord]:
     """Every transaction of one log file, in order; stops at the preallocated zero tail.
 
     ``tail_ok``: the file is the newest log of a running server; a record cut short at the very
-    end (never acknowledged) ends it instead of raising.
+    end (never acknowledged) ends it instead of raising. ``after``: records with a zxid at or
+    before it are checked (length, terminator, checksum) but not decoded (their ``ops`` are empty).
     """
     with open(path, "rb") as f:
         r = _Reader(f, path, checksum=False)
@@ -528,6 +590,9 @@ def read_log(path: str, *, tail_ok: bool = False) -> Iterator[LogRecord]:
             if size < _TXN_HEADER.size:
                 raise r.fail("record shorter than its header", at)
             session, _cxid, zxid, time_ms, type_ = _TXN_HEADER.unpack_from(entry, 0)
+            if after is not None and zxid <= after:
+                yield LogRecord(zxid, time_ms, session, type_, (), at)
+                continue
             sub = _Reader(
                 _BytesStream(entry[_TXN_HEADER.size :]),
                 path,

@@ -33,6 +33,7 @@ from typing import Any
 from ledgerlens.errors import ConfigError, DecodeError, SourceError
 from ledgerlens.formats import zkdata
 from ledgerlens.formats.paths import is_ledger_level1, is_special_znode, ledger_id_from_path
+from ledgerlens.formats.zkdata import STAT as _STAT
 from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource, Row
 from ledgerlens.sources.zookeeper import (
     CURSORS_T,
@@ -50,7 +51,8 @@ __all__ = ["SnapshotPlan", "ZooKeeperSnapshot", "find_files", "parse_until"]
 _SNAP = re.compile(r"snapshot\.([0-9a-fA-F]+)(\.gz|\.snappy)?$")
 _LOG = re.compile(r"log\.([0-9a-fA-F]+)$")
 _LEAF = re.compile(r"L\d+")
-_CHUNK_NODES = 50_000  # nodes per partition of an uncompressed snapshot
+_LEDGER_LEAF = re.compile(r"[0-9]{2,3}(?:/[0-9]+)*/L[0-9]+")  # the common case, checked first
+_CHUNK_NODES = 20_000  # nodes per partition of an uncompressed snapshot (1M ledgers: 50 Spark items)
 _NOAUTH = "NoAuthError (the node's ACL grants world:anyone no read: what the live scan sees)"
 _OPEN_ACL = -1  # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID
 
@@ -284,7 +286,7 @@ class ZooKeeperSnapshot(InventorySource):
         for start, path in chosen:
             if until is not None and until[0] == "zxid" and start > until[1]:
                 break
-            for rec in zkdata.read_log(path, tail_ok=path == newest):
+            for rec in zkdata.read_log(path, tail_ok=path == newest, after=snap_zxid):
                 if rec.zxid <= snap_zxid:
                     continue
                 if until is not None and (rec.zxid if until[0] == "zxid" else rec.time_ms) > until[1]:
@@ -310,24 +312,15 @@ class ZooKeeperSnapshot(InventorySource):
                 where, f"{os.path.basename(snap_path)}: no transaction at or before {self.until} to date it"
             )
 
-        # one pass over the snapshot: checksum, and the byte ranges of each root's nodes
+        # one pass over the snapshot: checksum, and the byte ranges of each root's nodes (stepped over
+        # by their lengths: only the nodes under a root, a probe or the clusters root are looked at)
         reader = zkdata.SnapshotReader(snap_path)
         compressed = snap_path.endswith((".gz", ".snappy"))
         parts: dict[str, list[str]] = {s: [] for s in roots}
         order = sorted(roots.items(), key=lambda kv: len(kv[1]), reverse=True)  # nested roots: deepest first
-        cur_stage: str | None = None
-        chunk_start = 0
-        chunk_n = 0
-        chunk_changes: dict[str, _Change] = {}
         seen: set[str] = set()
-        n_nodes = 0
         probes = set(self.probes())
         present: set[str] = set()
-
-        def flush(end: int | None) -> None:
-            if cur_stage is not None and chunk_n:
-                parts[cur_stage].append(_encode(("chunk", chunk_start, end, chunk_changes)))
-
         clusters: set[str] = set()
 
         def cluster_of(path: str) -> str | None:
@@ -336,25 +329,46 @@ class ZooKeeperSnapshot(InventorySource):
             name = path[len(clusters_root) + 1 :]
             return name if name and "/" not in name and name != "global" else None
 
-        for node in reader.nodes():
-            n_nodes += 1
-            name = cluster_of(node.path)
-            if name is not None and not (node.path in overlay and overlay[node.path].deleted):
-                clusters.add(name)
-            if node.path in probes:
-                present.add(node.path)
-            stage = next((s for s, r in order if node.path == r or node.path.startswith(r + "/")), None)
-            if stage != cur_stage or (not compressed and chunk_n >= self.chunk_nodes):
-                flush(node.offset)
-                cur_stage, chunk_start, chunk_n, chunk_changes = stage, node.offset, 0, {}
+        # the open chunk: its stage, [start, end) and node count, and the overlay entries of its nodes
+        cur: str | None = None
+        start = end = count = 0
+        changes: dict[str, _Change] = {}
+
+        def flush() -> None:
+            if cur is not None and count:
+                parts[cur].append(_encode(("chunk", start, None if compressed else end, changes)))
+
+        overlay_b = {p.encode(): p for p in overlay}
+        probes_b = {p.encode(): p for p in probes}
+        clusters_b = (clusters_root + "/").encode()
+        roots_b = [(st, r.encode(), (r + "/").encode()) for st, r in order]
+        wanted_b = tuple(r for _, r, _ in roots_b) + tuple(probes_b) + ((clusters_b,) if pulsar else ())
+        for at, raw, data, _acl, _stat in reader.records(tuple(p for p in wanted_b if p) or (b"/",)):
+            if raw in probes_b:
+                present.add(probes_b[raw])
+            if pulsar and raw.startswith(clusters_b):
+                text = raw.decode("utf-8", "replace")
+                name = cluster_of(text)
+                if name is not None and not (text in overlay and overlay[text].deleted):
+                    clusters.add(name)
+            stage = None
+            for st, r, rs in roots_b:
+                if raw == r or raw.startswith(rs):
+                    stage = st
+                    break
             if stage is None:
                 continue
-            chunk_n += 1
-            change = overlay.get(node.path)
-            if change is not None:
-                chunk_changes[node.path] = change
-                seen.add(node.path)
-        flush(None if compressed else reader.end_offset - 0)
+            if stage != cur or (not compressed and count >= self.chunk_nodes):
+                flush()
+                cur, start, count, changes = stage, at, 0, {}
+            end = at + 8 + len(raw) + len(data or b"") + 68  # the next record's offset
+            count += 1
+            key = overlay_b.get(raw)
+            if key is not None:
+                changes[key] = overlay[key]
+                seen.add(key)
+        flush()
+        n_nodes = reader.node_count
         # nodes the logs created (not in the snapshot), one more partition per stage
         for stage, root in roots.items():
             extra = {
@@ -429,31 +443,36 @@ class ZooKeeperSnapshot(InventorySource):
 
     # -- executors ------------------------------------------------------------------------------
     def _nodes(
-        self, snapshot: str, part: Any
+        self, snapshot: str, part: Any, root: str
     ) -> Iterator[tuple[zkdata.SnapshotNode, tuple[zkdata.Acl, ...] | None]]:
-        """Nodes of one partition with the overlay applied; the ACL of log-created/changed nodes."""
+        """Nodes of one partition under ``root`` with the overlay applied; the ACL of log-created or
+        changed nodes."""
         kind = part[0]
         if kind == "all":
             for sub in part[1]:
-                yield from self._nodes(snapshot, _decode(sub))
+                yield from self._nodes(snapshot, _decode(sub), root)
             return
         _, start, stop, changes = part
         if kind == "created":
             for path, c in sorted(changes.items()):
                 yield zkdata.SnapshotNode(path, c.data, _OPEN_ACL, zkdata.Stat(**c.stat), 0), c.acl
             return
-        for node in zkdata.SnapshotReader(snapshot, start=start, stop=stop).nodes():
-            c = changes.get(node.path)
+        stat_of = zkdata.Stat._make
+        unpack = _STAT.unpack
+        reader = zkdata.SnapshotReader(snapshot, start=start, stop=stop)
+        for at, raw, data, acl, stat in reader.records((root.encode(),)):
+            try:
+                path = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DecodeError(f"{snapshot} offset {at}", "node path is not UTF-8") from e
+            c = changes.get(path) if changes else None
             if c is None:
-                yield node, None
+                yield zkdata.SnapshotNode(path, data, acl, stat_of(unpack(stat)), at), None
             elif not c.deleted:
                 if c.full:
-                    yield (
-                        zkdata.SnapshotNode(node.path, c.data, _OPEN_ACL, zkdata.Stat(**c.stat), node.offset),
-                        c.acl,
-                    )
+                    yield zkdata.SnapshotNode(path, c.data, _OPEN_ACL, zkdata.Stat(**c.stat), at), c.acl
                 else:
-                    yield _merge(node, c), c.acl
+                    yield _merge(zkdata.SnapshotNode(path, data, acl, stat_of(unpack(stat)), at), c), c.acl
 
     def read(
         self, stage: str, partitions: Sequence[str], *, rate_limit: float | None, stats: Counter[str]
@@ -463,10 +482,8 @@ class ZooKeeperSnapshot(InventorySource):
             acl_text, snap_text, part_text = text.split("|", 2)
             acls: dict[int, list[zkdata.Acl]] = _decode(acl_text)
             snapshot: str = _decode(snap_text)
-            nodes = (
-                (n, zkdata.readable_by_anyone(_acl_of(n.acl, a, acls)))
-                for n, a in self._nodes(snapshot, _decode(part_text))
-            )
+            ok = _Readable(acls)
+            nodes = ((n, ok(n.acl, a)) for n, a in self._nodes(snapshot, _decode(part_text), roots[stage]))
             yield from _rows(stage, roots[stage], self.chroot.rstrip("/"), nodes, stats, self.location)
 
 
@@ -477,6 +494,23 @@ def _acl_of(
     if override is not None:
         return override
     return None if index == _OPEN_ACL else acls.get(index, [])
+
+
+class _Readable:
+    """``(acl index, ACL set by the logs) -> readable by world:anyone``, once per ACL list of the
+    snapshot (most nodes share a few)."""
+
+    def __init__(self, acls: dict[int, list[zkdata.Acl]]) -> None:
+        self.acls = acls
+        self.known: dict[int, bool] = {}
+
+    def __call__(self, index: int, override: tuple[zkdata.Acl, ...] | None) -> bool:
+        if override is not None:
+            return zkdata.readable_by_anyone(override)
+        got = self.known.get(index)
+        if got is None:
+            got = self.known[index] = zkdata.readable_by_anyone(_acl_of(index, None, self.acls))
+        return got
 
 
 class _SnapshotReads:
@@ -509,7 +543,8 @@ class _SnapshotReads:
         for full, change in plan.overlay.items():
             if full in wanted and change.full and not change.deleted:
                 put(full, change.data, zkdata.readable_by_anyone(change.acl))
-        for node in zkdata.SnapshotReader(plan.snapshot).nodes():
+        prefixes = tuple(p.encode() for p in wanted)
+        for node in zkdata.SnapshotReader(plan.snapshot).nodes_under(prefixes):
             if node.path not in wanted:
                 continue
             c = plan.overlay.get(node.path)
@@ -542,17 +577,19 @@ def _rows(
         stats["nodes"] += 1
         if not node.path.startswith(base):
             continue
-        parts = node.path[len(base) :].split("/")
+        parts = [] if stage == "bk_ledgers" else node.path[len(base) :].split("/")
         path = _rel(node.path, chroot)
         if stage == "bk_ledgers":
-            if (
-                len(parts) < 2
-                or is_special_znode(parts[0])
-                or not is_ledger_level1(parts[0])
-                or not _LEAF.fullmatch(parts[-1])
-                or not all(x.isdigit() for x in parts[1:-1])
-            ):
-                continue
+            if _LEDGER_LEAF.fullmatch(node.path, len(base)) is None:
+                parts = node.path[len(base) :].split("/")
+                if (
+                    len(parts) < 2
+                    or is_special_znode(parts[0])
+                    or not is_ledger_level1(parts[0])
+                    or not _LEAF.fullmatch(parts[-1])
+                    or not all(x.isdigit() for x in parts[1:-1])
+                ):
+                    continue
             if not ok:
                 row: dict[str, Any] = {"path": path, "error": _NOAUTH}
                 try:
