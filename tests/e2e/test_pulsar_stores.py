@@ -62,16 +62,26 @@ def _move(zk: Any, src_prefix: str, dst_prefix: str) -> None:
 
 def _bk_ledgers_of(zk: Any, tenant: str) -> dict[int, dict[str, str]]:
     """Ledger id -> custom metadata of every BookKeeper ledger owned by ``tenant``."""
+    from kazoo.exceptions import NoNodeError
+
     out = {}
     stack = ["/ledgers"]
     while stack:
         p = stack.pop()
-        for c in zk.get_children(p):
+        try:
+            children = zk.get_children(p)
+        except NoNodeError:
+            continue  # deleted meanwhile (the broker deletes ledgers while we list)
+        for c in children:
             if p == "/ledgers" and is_special_znode(c):
                 continue
             path = f"{p}/{c}"
             if c.startswith("L") and c[1:].isdigit():
-                custom = decode_ledger_metadata(zk.get(path)[0], path=path).custom_text()
+                try:
+                    data = zk.get(path)[0]
+                except NoNodeError:
+                    continue
+                custom = decode_ledger_metadata(data, path=path).custom_text()
                 owner = custom.get("pulsar/managed-ledger") or custom.get("pulsar/schemaId") or ""
                 if owner.startswith(tenant + "/"):
                     out[ledger_id_from_path(path)] = custom
@@ -82,16 +92,20 @@ def _bk_ledgers_of(zk: Any, tenant: str) -> dict[int, dict[str, str]]:
 
 def _tree_state(zk: Any) -> tuple[Any, ...]:
     """Versions of the tenant's Pulsar nodes and its BookKeeper ledgers: unchanged for a while = quiet."""
+    from kazoo.exceptions import NoNodeError
+
     nodes = []
     for root in ROOTS:
         stack = [f"{root}/{TENANT}"]
         while stack:
             p = stack.pop()
-            stat = zk.exists(p)
-            if stat is None:
+            try:
+                _, stat = zk.get(p)
+                children = zk.get_children(p)
+            except NoNodeError:
                 continue
             nodes.append((p, stat.mzxid))
-            stack.extend(f"{p}/{c}" for c in zk.get_children(p))
+            stack.extend(f"{p}/{c}" for c in children)
     return tuple(sorted(nodes)), tuple(sorted(_bk_ledgers_of(zk, TENANT)))
 
 
@@ -188,6 +202,7 @@ def _audit(spark: Any, state: dict[str, Any], stores: Stores, out: Path) -> pipe
             as_of_ms=int(time.time() * 1000),
             min_orphan_age_s=MAX_AGE_S,
             retention_grace_s=MAX_AGE_S,
+            incomplete_offload_age_s=MAX_AGE_S,  # the planted stale partial upload
             default_retention_minutes=0,
             default_retention_mb=0,
         ),
