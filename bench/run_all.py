@@ -91,7 +91,7 @@ def zk_rows(text: str, at: str) -> list[Row]:
 
 
 def small_rows(text: str, at: str) -> list[Row]:
-    ratio = number(r"^\| ratio \(a\) / \(t\) \| ([0-9.]+)x \|", text)
+    ratio = number(r"^\| ratio \(a\) / \(t\)[^|]* \| ([0-9.]+)x \|", text)
     return [
         Row("small cluster: ledgerlens audit / trivial Spark job", ratio, "x", "<= 2.5x",
             None if ratio is None else ratio <= 2.5, at),
