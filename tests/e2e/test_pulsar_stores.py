@@ -29,8 +29,7 @@ from ledgerlens.sandbox.failures import FINDING_KEYS, MAX_AGE_S, _s3, broker_lea
 from ledgerlens.sandbox.pulsar import admin, make_client
 from ledgerlens.sources.stores import Stores
 
-# Slow until it has run green in a CI-like run (the fixture was fixed this session).
-pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(1200)]
 
 TENANT = "ll-second"
 TOPIC = f"persistent://{TENANT}/billing/invoices"
@@ -264,6 +263,7 @@ def live_one(
     return _audit_stable(pulsar_env, spark, stores, tmp_path_factory.mktemp("live-one"))
 
 
+@pytest.mark.slow  # one more audit (~2 min here); the one-store half is also checked in make test below
 def test_shared_bookkeeper_foreign_from_one_store_exact_from_both(
     pulsar_env: Any, second_tree: dict[str, Any], live_one: Any, spark: Any, tmp_path: Path
 ) -> None:
@@ -293,6 +293,9 @@ def test_snapshot_source_matches_the_live_scan(
     while it runs): exactly the live scan's findings, which are the planted ones."""
     data_dir = _zk_data_dir(pulsar_env.state)
     live, live_expected, _ = live_one
+    live_foreign, live_rest = _split(live)  # the shared BookKeeper from one store: only foreign_ledger
+    assert live_foreign == set(second_tree["ledgers"])
+    _compare(live_rest, live_expected)
     stores = Stores.from_options(source="zk-snapshot", zk_data_dir=data_dir)
     got, expected, run = _audit_stable(pulsar_env, spark, stores, tmp_path)
     src = run.summary["sources"]["bookkeeper"]
@@ -304,7 +307,7 @@ def test_snapshot_source_matches_the_live_scan(
         assert got == live
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # fails (last run 23:58 UTC): ll-fail's ledgers come out foreign_ledger, see NOTES.md
 def test_snapshot_source_from_both_trees(
     pulsar_env: Any, second_tree: dict[str, Any], spark: Any, tmp_path: Path
 ) -> None:
