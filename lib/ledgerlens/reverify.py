@@ -128,7 +128,11 @@ _NODE_KIND = {
 
 
 def _key(store: Any) -> str:
-    return f"zk:{store.hosts}" if isinstance(store, ZooKeeperSource) else str(store.location)
+    """One reads session per store; two snapshot stores of one data directory (BookKeeper and Pulsar
+    roles) differ by their stages: each one's replayed tree covers only its own roots."""
+    if isinstance(store, ZooKeeperSource):
+        return f"zk:{store.hosts}"
+    return f"{store.location} {','.join(getattr(store, 'stages', ()))}"
 
 
 def _open(store: Any) -> Any:

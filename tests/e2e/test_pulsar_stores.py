@@ -307,7 +307,7 @@ def test_snapshot_source_matches_the_live_scan(
         assert got == live
 
 
-@pytest.mark.slow  # fails (last run 23:58 UTC): ll-fail's ledgers come out foreign_ledger, see NOTES.md
+@pytest.mark.slow  # last run (23:58 UTC) failed before the reverify session fix: ll-fail came out foreign
 def test_snapshot_source_from_both_trees(
     pulsar_env: Any, second_tree: dict[str, Any], spark: Any, tmp_path: Path
 ) -> None:
