@@ -307,7 +307,7 @@ def test_snapshot_source_matches_the_live_scan(
         assert got == live
 
 
-@pytest.mark.slow  # last run (23:58 UTC) failed before the reverify session fix: ll-fail came out foreign
+@pytest.mark.slow  # one more audit; green on real Pulsar 00:15 UTC (after the reverify session fix)
 def test_snapshot_source_from_both_trees(
     pulsar_env: Any, second_tree: dict[str, Any], spark: Any, tmp_path: Path
 ) -> None:
