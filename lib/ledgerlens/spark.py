@@ -74,17 +74,13 @@ ROWS_PER_SHUFFLE_PARTITION = 250_000
 def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
     """SQL settings for an audit of ``rows`` inventory rows on ``parallelism`` cores.
 
-    Small inventories: one shuffle partition per core and expressions interpreted instead of
-    compiled (the audit plan has over a hundred stages; compiling each costs more than running it
-    on a few thousand rows). Larger ones: at least one shuffle partition per
-    ``ROWS_PER_SHUFFLE_PARTITION`` rows (adaptive execution coalesces them further).
+    Small inventories: one shuffle partition per core. Larger ones: at least one shuffle
+    partition per ``ROWS_PER_SHUFFLE_PARTITION`` rows (adaptive execution coalesces them further).
+    Code generation stays on: interpreted aggregation (``factoryMode=NO_CODEGEN``) failed with
+    AGGREGATE_OUT_OF_MEMORY late in a long test session, where compiled aggregation spills.
     """
     if rows <= SMALL_INVENTORY_ROWS:
-        return {
-            "spark.sql.shuffle.partitions": str(max(1, parallelism)),
-            "spark.sql.codegen.wholeStage": "false",
-            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-        }
+        return {"spark.sql.shuffle.partitions": str(max(1, parallelism))}
     return {"spark.sql.shuffle.partitions": str(max(parallelism, rows // ROWS_PER_SHUFFLE_PARTITION))}
 
 
