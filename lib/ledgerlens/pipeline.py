@@ -87,6 +87,13 @@ def undecidable(tables: dict[str, DataFrame]) -> dict[str, int]:
         "cursors_without_string_properties": tables["cursors"]
         .filter(F.col("error").isNull() & F.coalesce(F.col("cursor_properties_unknown"), F.lit(False)))
         .count(),
+        "cursors_without_last_active": tables["cursors"]
+        .filter(
+            F.col("error").isNull()
+            & F.coalesce(F.col("cursor_properties_unknown"), F.lit(False))
+            & F.col("last_active_ms").isNull()
+        )
+        .count(),
         "offloads_without_completion_state": tables["ml_ledgers"]
         .filter(F.col("offload_uuid").isNotNull() & F.col("offload_complete").isNull())
         .count(),

@@ -166,6 +166,37 @@ def test_a_failing_topic_fails_the_whole_read(server: _Server) -> None:
     assert stats["retried"] >= 3
 
 
+def test_a_topic_the_broker_cannot_read_is_one_corrupt_row_not_a_failed_run(server: _Server) -> None:
+    """HTTP 500 for one topic only (its managed-ledger or a cursor node does not decode on the
+    broker): a managed-ledger error row for it, the others read; most topics failing is an error."""
+    ok = {"version": 1, "ledgers": [{"ledgerId": 5, "entries": 3, "size": 30}], "cursors": {}}
+    topics = ["persistent://t/c/ns/a", "persistent://t/c/ns/b", "persistent://t/c/ns/x"]
+    server.plan["/admin/persistent/t/c/ns"] = [_json(topics)]  # a v1 namespace: the v1 resources
+    for name in ("a", "b"):
+        server.plan[f"/admin/persistent/t/c/ns/{name}/internal-info"] = [_json(ok)]
+    server.plan["/admin/persistent/t/c/ns/x/internal-info"] = [(500, b"<html>Request failed.</html>", {})]
+    stats: Counter[str] = Counter()
+    rows = list(
+        AdminSource(_api(server.url)).read("managed_ledgers", ["t/c/ns"], rate_limit=None, stats=stats)
+    )
+    mls = {r["managed_ledger"]: r for t, r in rows if t == "managed_ledgers"}
+    assert set(mls) == {"t/c/ns/persistent/a", "t/c/ns/persistent/b", "t/c/ns/persistent/x"}
+    assert mls["t/c/ns/persistent/a"].get("error") is None
+    bad = mls["t/c/ns/persistent/x"]
+    assert bad["path"] == "/managed-ledgers/t/c/ns/persistent/x"
+    assert "cannot read this topic's managed-ledger or cursor metadata" in bad["error"]
+    assert "/admin/persistent/t/c/ns/x/internal-info: HTTP 500" in bad["error"]
+    assert [r["ledger_id"] for t, r in rows if t == "ml_ledgers"] == [5, 5]
+    assert stats["unreadable"] == 1
+
+    for name in ("a", "b"):  # now every topic fails: the broker is failing, not three topics
+        server.plan[f"/admin/persistent/t/c/ns/{name}/internal-info"] = [(500, b"", {})]
+    with pytest.raises(
+        SourceError, match=r"/admin/persistent/t/c/ns: the broker answers HTTP 500 for 3 of 3"
+    ):
+        list(AdminSource(_api(server.url)).read("managed_ledgers", ["t/c/ns"], rate_limit=None, stats=stats))
+
+
 def test_admin_store_options() -> None:
     with pytest.raises(ConfigError, match="--admin-url"):
         Stores.from_options("127.0.0.1:2181", source="admin")
@@ -178,3 +209,6 @@ def test_admin_store_options() -> None:
     assert st.describe()["pulsar"][0]["location"] == "admin:http://h:8080"
     assert st.describe()["bookkeeper"]["location"] == "zk:h:2181"
     assert st.live_zookeeper() is not None  # re-verification reads the API again
+    # BookKeeper's ledgers from --zookeeper: its chroot is the cluster's
+    st = Stores.from_options("h:2181/cluster-a", source="admin", admin_url="http://h:8080")
+    assert st.describe()["bookkeeper"]["location"] == "zk:h:2181/cluster-a"

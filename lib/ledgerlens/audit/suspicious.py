@@ -3,7 +3,8 @@
 Two transforms of the findings table (docs/audit-rules.md):
 
 - ``emptied_managed_ledgers``: a managed-ledger node that decodes to no ledgers although it was
-  written after it was created (znode version > 0, 0 bytes) while older BookKeeper ledgers still
+  written after it was created (znode version > 0, 0 bytes; through the admin API, which shows no
+  bytes: no ledger at all) while older BookKeeper ledgers still
   name it as their owner: the node was probably emptied by a bad edit. It becomes an
   ``emptied_managed_ledger`` finding (warning), and the ``orphan_ledger`` findings of the ledgers
   that name it keep their kind but get the caveat in their evidence and the action
@@ -43,9 +44,12 @@ def emptied_nodes(managed_ledgers: DataFrame, bk_ledgers: DataFrame) -> DataFram
     Columns: ``managed_ledger, path, tenant, namespace, znode_version, znode_mtime_ms,
     owned_ledgers, owned_bytes, oldest_ctime_ms``.
     """
-    nodes = managed_ledgers.filter(
-        F.col("error").isNull() & (F.col("compression") == "EMPTY") & (F.col("znode_version") > 0)
-    ).select("managed_ledger", "path", "tenant", "namespace", "znode_version", "znode_mtime_ms")
+    # 0 bytes; or, read through the admin API (no bytes: compression null), no ledger at all
+    empty = (F.col("compression") == "EMPTY") | (
+        F.col("compression").isNull() & (F.coalesce(F.col("ledger_count"), F.lit(0)) == 0)
+    )
+    nodes = managed_ledgers.filter(F.col("error").isNull() & empty & (F.col("znode_version") > 0))
+    nodes = nodes.select("managed_ledger", "path", "tenant", "namespace", "znode_version", "znode_mtime_ms")
     owned = bk_ledgers.filter(F.col("managed_ledger").isNotNull() & F.col("error").isNull()).select(
         F.col("managed_ledger").alias("owner"), "ledger_id", "length", "ctime_ms"
     )

@@ -161,7 +161,7 @@ def parse_managed_ledger(ml: str) -> ManagedLedgerName:
     )
 
 
-def _split_topic(topic: str) -> tuple[str, str, str | None, str, str]:
+def split_topic(topic: str) -> tuple[str, str, str | None, str, str]:
     """Split a topic name as Pulsar's ``TopicName`` does: (domain, tenant, cluster, ns, local)."""
     if "://" not in topic:
         short = [p for p in topic.split("/") if p]
@@ -195,7 +195,7 @@ def topic_to_managed_ledger(topic: str) -> str:
     DecodeError
         A malformed topic name or a domain other than ``persistent``.
     """
-    domain, tenant, cluster, ns, local = _split_topic(topic)
+    domain, tenant, cluster, ns, local = split_topic(topic)
     if domain != PERSISTENT:
         raise DecodeError(topic, f"only persistent topics have a managed ledger (domain {domain!r})")
     middle = f"{tenant}/{cluster}/{ns}" if cluster is not None else f"{tenant}/{ns}"
@@ -212,6 +212,6 @@ def schema_id_for_topic(topic: str) -> str:
 
     As Pulsar's ``TopicName.getSchemaName()``: no domain, no cluster, no partition suffix.
     """
-    _, tenant, _, ns, local = _split_topic(topic)
+    _, tenant, _, ns, local = split_topic(topic)
     _, base = _partition(local)
     return f"{tenant}/{ns}/{encode_component(base)}"

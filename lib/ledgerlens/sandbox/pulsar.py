@@ -273,9 +273,11 @@ def _spawn(cmd: list[str], log: Path, env: dict[str, str], cwd: Path) -> subproc
         )
 
 
-def write_broker_conf(home: Path, target: Path, overrides: dict[str, str]) -> Path:
-    """``conf/standalone.conf`` of the distribution with ``overrides`` replaced in place or appended."""
-    lines = (home / "conf" / "standalone.conf").read_text().splitlines()
+def write_broker_conf(
+    home: Path, target: Path, overrides: dict[str, str], base: str = "standalone.conf"
+) -> Path:
+    """``conf/<base>`` of the distribution with ``overrides`` replaced in place or appended."""
+    lines = (home / "conf" / base).read_text().splitlines()
     todo = dict(overrides)
     out: list[str] = []
     for line in lines:
@@ -582,6 +584,98 @@ class PulsarSandbox:
             except (OSError, SandboxError) as e:
                 out["clusters"] = f"error: {e}"
         return out
+
+
+_BROKER_MAIN = "org.apache.pulsar.PulsarBrokerStarter"
+
+
+class MetadataBroker:
+    """A real Pulsar broker without bookies over an existing metadata store (``hosts``: a ZooKeeper
+    connect string with the cluster's chroot, e.g. a generated cluster's): it serves the admin REST
+    API from that metadata, as ``--source admin`` reads it.
+
+    System topics and topic-level policies are off and no topic is created or loaded, so the broker
+    writes no managed ledger and no ledger: besides its own registration nodes (outside the audited
+    roots) the tree stays as it was written.
+    """
+
+    def __init__(self, workdir: Path, hosts: str, cluster: str) -> None:
+        self.workdir = Path(workdir)
+        self.hosts = hosts
+        self.cluster = cluster
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.web_url = ""
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "broker.out"
+
+    def up(self, timeout: float = 180) -> str:
+        """Start the broker; returns its admin URL once ``/admin/v2/clusters`` names the cluster."""
+        home = pulsar_home()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        web = free_port()
+        store = f"zk:{self.hosts}"
+        conf = write_broker_conf(
+            home,
+            self.workdir / "broker.conf",
+            {
+                "clusterName": self.cluster,
+                "metadataStoreUrl": store,
+                "configurationMetadataStoreUrl": store,
+                "bookkeeperMetadataServiceUri": f"metadata-store:{store}/ledgers",
+                "brokerServicePort": str(free_port()),
+                "webServicePort": str(web),
+                "bindAddress": "127.0.0.1",
+                "advertisedAddress": "127.0.0.1",
+                "systemTopicEnabled": "false",
+                "topicLevelPoliciesEnabled": "false",
+                "allowAutoTopicCreation": "false",
+                "brokerDeleteInactiveTopicsEnabled": "false",
+                "functionsWorkerEnabled": "false",
+                "webSocketServiceEnabled": "false",
+                "narExtractionDirectory": str(self.workdir / "nar"),
+            },
+            base="broker.conf",
+        )
+        env = dict(os.environ)
+        env.update(
+            {
+                "PULSAR_BROKER_CONF": str(conf),
+                "PULSAR_MEM": "-Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m",
+                "PULSAR_GC": "-XX:+UseG1GC -XX:+PerfDisableSharedMem",
+                "PULSAR_GC_LOG": " ",
+                "PULSAR_LOG_DIR": str(self.workdir / "logs"),
+            }
+        )
+        cmd = [str(home / "bin" / "pulsar"), "broker"]
+        self.proc = _spawn(cmd, self.log_path, env, self.workdir)
+        self.web_url = f"http://127.0.0.1:{web}"
+        deadline = time.monotonic() + timeout
+        last = "not answering"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                last = f"process exited ({self.proc.returncode})"
+                break
+            try:
+                clusters = admin(self.web_url, "GET", "/admin/v2/clusters", timeout=5)
+                if self.cluster in (clusters or []):
+                    return self.web_url
+                last = f"clusters: {clusters}"
+            except (OSError, SandboxError) as e:
+                last = str(e)[:300]
+            time.sleep(1)
+        self.down()
+        raise SandboxError(
+            f"pulsar broker over {self.hosts} not ready after {timeout:.0f}s ({last})\n"
+            f"log {self.log_path}:\n{_tail(self.log_path, 40)}"
+        )
+
+    def down(self) -> None:
+        """Stop the broker (and wait for it)."""
+        if self.proc is not None and self.proc.poll() is None:
+            stop_pid(self.proc.pid, _BROKER_MAIN, timeout=30)
+        self.proc = None
 
 
 def make_client(state: dict[str, Any], **kwargs: Any) -> Any:

@@ -46,7 +46,7 @@ from typing import Any
 
 from ledgerlens.config import SecretRef
 from ledgerlens.errors import ConfigError, SourceError
-from ledgerlens.formats.names import decode_component, encode_component, topic_to_managed_ledger
+from ledgerlens.formats.names import decode_component, encode_component, split_topic, topic_to_managed_ledger
 from ledgerlens.sources.base import PULSAR_STAGES, InventorySource, Row
 from ledgerlens.sources.zookeeper import RateLimiter, _name_columns, policy_row
 
@@ -176,10 +176,17 @@ def _q(name: str) -> str:
 
 
 def _local_name(topic: str) -> tuple[str, str]:
-    """``persistent://t/ns/x`` -> (``t/ns``, ``x``)."""
-    rest = topic.split("://", 1)[1]
-    tenant, ns, local = rest.split("/", 2)
-    return f"{tenant}/{ns}", local
+    """``persistent://t/ns/x`` -> (``t/ns``, ``x``); a v1 ``persistent://t/c/ns/x`` -> (``t/c/ns``, ``x``)."""
+    _domain, tenant, cluster, ns, local = split_topic(topic)
+    return (f"{tenant}/{cluster}/{ns}" if cluster is not None else f"{tenant}/{ns}"), local
+
+
+def _ns_api(ns: str) -> str:
+    """The admin API's path of a namespace resource family: ``/admin/v2/{kind}/t/ns`` for ``t/ns``,
+    the v1 API ``/admin/{kind}/t/c/ns`` for a v1 namespace ``t/c/ns`` (v2 refuses those)."""
+    parts = ns.split("/")
+    quoted = "/".join(_q(p) for p in parts)
+    return ("/admin/{kind}/" if len(parts) == 3 else "/admin/v2/{kind}/") + quoted
 
 
 def managed_ledger_rows(ml: str, info: dict[str, Any]) -> Iterator[Row]:
@@ -249,24 +256,31 @@ def managed_ledger_rows(ml: str, info: dict[str, Any]) -> Iterator[Row]:
         )
 
 
-def schema_rows(schema_id: str, answer: dict[str, Any]) -> list[dict[str, Any]]:
-    """SCHEMA_LEDGERS rows of one schema: its versions, ledger ids unknown (null).
+def unreadable_row(ml: str, err: SourceError) -> dict[str, Any]:
+    """The MANAGED_LEDGERS error row of a topic whose ``internal-info`` the broker answers with an
+    error: its managed-ledger node or a cursor node cannot be read (a metadata-store scan names which)."""
+    return {
+        "managed_ledger": ml,
+        "path": f"/managed-ledgers/{ml}",
+        **_name_columns(ml),
+        "error": f"the broker cannot read this topic's managed-ledger or cursor metadata ({err})",
+    }
 
-    Only schemas of listed topics are found: the API lists no schemas, so a schema without a topic
-    (uploaded ahead of its topic, or left behind by a deleted one) is judged at re-verification
-    (``AdminReads``): its ledgers are orphans only when the schema no longer exists."""
+
+def schema_row(schema_id: str) -> dict[str, Any]:
+    """The SCHEMA_LEDGERS row of a topic's schema whose ledgers are unknown (a blind spot).
+
+    The API is never asked for schemas: a broker that cannot read one version of a schema (its
+    ledger is missing, the very state an audit looks for) deletes the whole schema, its node and
+    its ledgers, while answering the read. So every listed topic's schema id is a blind spot (its
+    schema ledgers are never orphans), whether or not the topic has a schema."""
     parts = schema_id.split("/")
-    versions = [int(v.get("version", 0)) for v in answer.get("getSchemaResponses") or []]
-    latest = max(versions, default=None)
-    base = {
+    return {
         "schema_id": schema_id,
         "path": f"/schemas/{schema_id}",
         "tenant": parts[0],
-        "namespace": "/".join(parts[:2]),
+        "namespace": "/".join(parts[:-1]),
     }
-    if not versions:
-        return []  # the answer for a schema that does not exist
-    return [dict(base, version=v, is_latest=v == latest) for v in sorted(set(versions))]
 
 
 @dataclass(frozen=True)
@@ -356,8 +370,7 @@ class AdminSource(InventorySource):
         namespaces = self._namespaces(c)
 
         def one(ns: str) -> tuple[str, Any]:
-            tenant, name = ns.split("/", 1)
-            return ns, c.get(f"/admin/v2/namespaces/{_q(tenant)}/{_q(name)}", missing_ok=True)
+            return ns, c.get(_ns_api(ns).format(kind="namespaces"), missing_ok=True)
 
         with ThreadPoolExecutor(max(1, self.api.concurrency)) as pool:
             for ns, pol in pool.map(one, namespaces):
@@ -368,18 +381,14 @@ class AdminSource(InventorySource):
                 yield "namespace_policies", policy_row(ns, path, json.dumps(pol).encode())
 
     def _topics(self, c: AdminClient, ns: str) -> list[str]:
-        tenant, name = ns.split("/", 1)
-        found = c.get(
-            f"/admin/v2/persistent/{_q(tenant)}/{_q(name)}", {"includeSystemTopic": "true"}, missing_ok=True
-        )
+        found = c.get(_ns_api(ns).format(kind="persistent"), {"includeSystemTopic": "true"}, missing_ok=True)
         return sorted(str(t) for t in (found or []) if str(t).startswith("persistent://"))
 
     def internal_info(self, c: AdminClient, topic: str) -> Any:
         """``internal-info`` of one topic; None when it no longer exists (the broker answers a
         missing managed ledger with HTTP 500, so a failure is checked against a new listing)."""
         nsname, local = _local_name(topic)
-        tenant, name = nsname.split("/", 1)
-        path = f"/admin/v2/persistent/{_q(tenant)}/{_q(name)}/{_q(local)}/internal-info"
+        path = _ns_api(nsname).format(kind="persistent") + f"/{_q(local)}/internal-info"
         try:
             return c.get(path, missing_ok=True)
         except SourceError:
@@ -388,32 +397,42 @@ class AdminSource(InventorySource):
             raise
 
     def _managed_ledgers(self, c: AdminClient, ns: str, stats: Counter[str]) -> Iterator[Row]:
-        def one(topic: str) -> tuple[str, Any]:
-            return topic, self.internal_info(c, topic)
+        def one(topic: str) -> tuple[str, Any, SourceError | None]:
+            try:
+                return topic, self.internal_info(c, topic), None
+            except SourceError as e:
+                if not e.problem.startswith("HTTP 500"):
+                    raise  # unreachable, refused, rate limited past the retries, not authorized
+                return topic, None, e
 
+        topics = self._topics(c, ns)
+        unreadable: list[str] = []
         with ThreadPoolExecutor(max(1, self.api.concurrency)) as pool:
-            for topic, info in pool.map(one, self._topics(c, ns)):
+            for topic, info, err in pool.map(one, topics):
+                ml = topic_to_managed_ledger(topic)
+                if err is not None:
+                    # the broker answers this topic, and only this one, with an error: it cannot
+                    # read its managed-ledger node or one of its cursor nodes (it does not say
+                    # which). One corrupt_metadata row; its ledgers stay blind spots.
+                    unreadable.append(topic)
+                    stats["unreadable"] += 1
+                    yield "managed_ledgers", unreadable_row(ml, err)
+                    continue
                 if info is None:
                     stats["vanished"] += 1  # deleted since the listing
                     continue
-                yield from managed_ledger_rows(topic_to_managed_ledger(topic), info)
+                yield from managed_ledger_rows(ml, info)
+        if len(unreadable) > max(2, len(topics) // 2):
+            raise SourceError(
+                f"admin API GET {self.api.url}{_ns_api(ns).format(kind='persistent')}",
+                f"the broker answers HTTP 500 for {len(unreadable)} of {len(topics)} topics' internal-info:"
+                " the broker is failing, not one damaged topic",
+            )
 
     def _schemas(self, c: AdminClient, ns: str, stats: Counter[str]) -> Iterator[Row]:
-        bases = sorted({_PARTITION.sub(r"\g<base>", t) for t in self._topics(c, ns)})
-
-        def one(topic: str) -> tuple[str, Any]:
+        for topic in sorted({_PARTITION.sub(r"\g<base>", t) for t in self._topics(c, ns)}):
             nsname, local = _local_name(topic)
-            tenant, name = nsname.split("/", 1)
-            # the schemas resource decodes the topic twice (the path, then the encoded local name)
-            path = f"/admin/v2/schemas/{_q(tenant)}/{_q(name)}/{_q(encode_component(local))}/schemas"
-            return f"{nsname}/{encode_component(local)}", c.get(path, missing_ok=True)
-
-        with ThreadPoolExecutor(max(1, self.api.concurrency)) as pool:
-            for schema_id, answer in pool.map(one, bases):
-                if answer is None:
-                    continue  # no schema
-                for row in schema_rows(schema_id, answer):
-                    yield "schema_ledgers", row
+            yield "schema_ledgers", schema_row(f"{nsname}/{encode_component(local)}")
 
     # -- re-verification ------------------------------------------------------------------------
     def reads(self) -> AdminReads:
@@ -446,24 +465,19 @@ class AdminReads:
             got = self.c.get(f"/admin/v2/tenants/{_q(tenant)}", missing_ok=True)
             return None if got is None else b"{}"
         if path.startswith(self.src.schemas_root + "/"):
-            parts = path[len(self.src.schemas_root) + 1 :].split("/")
-            if len(parts) != 3:
-                return None
-            got = self.c.get(
-                f"/admin/v2/schemas/{_q(parts[0])}/{_q(parts[1])}/{_q(parts[2])}/schemas", missing_ok=True
-            )
-            if not (got or {}).get("getSchemaResponses"):
-                return None  # no such schema: its ledgers are orphans
-            # the schema exists but the API does not say which ledgers hold it: not decidable
-            return SourceError(self.src.location, f"schema {'/'.join(parts)}: ledger ids not visible")
+            # never read through the API (see schema_row): whether the schema exists is not decidable
+            return SourceError(self.src.location, f"{path}: schemas are not read through the admin API")
         if not path.startswith(root):
             return None
         parts = path[len(root) :].split("/")
-        ml, cursor = "/".join(parts[:4]), (parts[4] if len(parts) == 5 else None)
+        size = 5 if len(parts) >= 5 and parts[3] == "persistent" else 4  # v1 names have a cluster
+        ml, cursor = "/".join(parts[:size]), (parts[size] if len(parts) == size + 1 else None)
         try:
+            if len(parts) > size + 1:
+                raise ValueError(path)
             n = parse_managed_ledger(ml)
-        except Exception:  # noqa: BLE001 - not a managed-ledger name the API can address
-            return None
+        except Exception:  # noqa: BLE001 - not a node the API can show: not decidable, never "absent"
+            return SourceError(self.src.location, f"{path}: not a managed-ledger node the API can address")
         topic = f"persistent://{n.namespace}/{decode_component(ml.rsplit('/', 1)[1])}"
         if n.namespace not in self._listed:  # a missing managed ledger answers 500: list first
             self._listed[n.namespace] = set(self.src._topics(self.c, n.namespace))

@@ -165,6 +165,12 @@ class Stores:
         if source not in SOURCE_KINDS:
             raise ConfigError(f"--source {source!r}: expected one of {', '.join(SOURCE_KINDS)}")
         default: InventorySource | None = None
+
+        def live(hosts: str) -> LiveZooKeeper:
+            return LiveZooKeeper(
+                replace(base or ZooKeeperSource(hosts=hosts), hosts=hosts, ledgers_root=ledgers_root)
+            )
+
         chroot = zookeeper[zookeeper.index("/") :].rstrip("/") if "/" in zookeeper else ""
         if source == "zk-snapshot":
             if zk_data_dir:
@@ -181,14 +187,12 @@ class Stores:
                     "--source admin reads BookKeeper's ledgers from its metadata store: "
                     "give --bookkeeper-metadata zk:HOST:PORT/ledgers or --zookeeper"
                 )
-            if not bookkeeper:
-                bookkeeper = f"zk:{zookeeper.split('/')[0]}{ledgers_root}"
+            if not bookkeeper:  # the live scan of --zookeeper (chroot included) in BookKeeper's role
+                default = live(zookeeper)
             if not pulsar:
                 pulsar = [f"admin:{admin_url}"]
         elif zookeeper:
-            default = LiveZooKeeper(
-                replace(base or ZooKeeperSource(hosts=zookeeper), hosts=zookeeper, ledgers_root=ledgers_root)
-            )
+            default = live(zookeeper)
         if (
             zk_until
             and source != "zk-snapshot"
