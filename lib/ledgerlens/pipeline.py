@@ -407,6 +407,7 @@ def _audit_phases(
     from pyspark.sql import functions as F
 
     from ledgerlens.audit import gates, order_findings, run_audit, summarize
+    from ledgerlens.audit.materialize import release
     from ledgerlens.collect import load_inventory
     from ledgerlens.errors import ConfigError
     from ledgerlens.reverify import REVERIFIED_KINDS, reverify
@@ -420,9 +421,8 @@ def _audit_phases(
     gates.check_inventory(
         tables, where=f"zookeeper {zk.hosts if zk else 'stores'}", allow_empty_metadata=allow_empty_metadata
     )
-    findings = run_audit(
-        tables, audit, offload_bucket=s3.bucket if s3 else None, cluster_name=cluster
-    ).persist()
+    # computed once (a local checkpoint): re-verification and the write read it, then it is freed
+    findings = run_audit(tables, audit, offload_bucket=s3.bucket if s3 else None, cluster_name=cluster)
     candidates_df = findings.filter(F.col("kind").isin(*REVERIFIED_KINDS))
     rest = findings.filter(~F.col("kind").isin(*REVERIFIED_KINDS))
     bk = tables["bk_ledgers"].select(
@@ -466,7 +466,7 @@ def _audit_phases(
     final_written = spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
     timings["write"] = time.monotonic() - t3
     timings["total"] = time.monotonic() - t_run
-    findings.unpersist()
+    release(findings)
 
     summary = {
         "as_of_ms": audit.as_of_ms,

@@ -15,6 +15,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds, explode_findings, finding, raw_finding
+from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.audit.names import ANY, ml_namespace, topic_to_ml
 from ledgerlens.audit.ownership import is_owned, tenant_of_name
 from ledgerlens.audit.references import BUCKET_TAG, ML_TAG, SCHEMA_TAG, owner_prefixes
@@ -429,20 +430,20 @@ OFFLOAD_ROW = (
 
 def ledger_rules(
     joined: DataFrame,
-    spots: DataFrame,
+    facts: DataFrame,
     config: AuditConfig,
     *,
     offload: bool,
-    materialize: bool = True,
-    owned: DataFrame,
+    keep: Intermediates,
 ) -> tuple[DataFrame, DataFrame | None]:
     """``orphan_ledger``, ``unattributed_ledger``, ``missing_ledger``, ``open_ledger_overdue`` and
     ``retention_overdue`` in one pass over ``joined``; with ``offload``, also the offloaded ledgers
     (for ``offload_rules``) from the same pass.
 
     The big join is filtered to candidate rows (and offloaded ledgers) with cheap conditions; that
-    small result goes through one shuffle that both consumers share, so the join runs once.
-    ``owned`` is ``ownership.owned_tenants`` (one row): ledgers of other tenants are ``foreign_ledger``.
+    small result is materialized once (``keep``) and both consumers read it, so the join runs once.
+    ``facts`` is one row with the ``spots`` (``references.blind_spots``) and ``owned``
+    (``ownership.owned_tenants``) columns: ledgers of other tenants are ``foreign_ledger``.
     """
     now = config.as_of_ms
     ref, is_ml = F.col("ref_component"), F.col("ref_component") == _ML
@@ -461,14 +462,14 @@ def ledger_rules(
         | (is_ml & _false(F.col("ret_overdue")))
     )
     offloaded = _is_offloaded()
-    # Cheap filter on the big join, then the few rows left are materialized once (``materialize``):
+    # Cheap filter on the big join, then the few rows left are materialized once (``keep``):
     # every rule below reads that small result. Without it, Catalyst pushes each consumer's filter
     # under the shared shuffle and plans the big join once per rule (exchange reuse does not
     # apply). The findings are one small select per rule (a single array of them all outgrows
     # Java's 64 KB method limit).
     step = joined.filter(candidate | offloaded if offload else candidate)
-    step = step.localCheckpoint(eager=True) if materialize else step.repartition("ledger_id")
-    rows = step.filter(candidate).crossJoin(F.broadcast(spots)).crossJoin(F.broadcast(owned))
+    step = keep.keep(step) if keep.enabled else step.repartition("ledger_id")
+    rows = step.filter(candidate).crossJoin(F.broadcast(facts))
     parts = [rows.filter(cond).select(f.alias("f")).select("f.*") for cond, f in _ledger_items(config)]
     findings = parts[0]
     for p in parts[1:]:

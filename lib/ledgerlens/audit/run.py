@@ -1,4 +1,4 @@
-"""``run_audit``: inventory tables in, the findings table out (one Spark plan, nothing collected)."""
+"""``run_audit``: inventory tables in, the findings table out (shared intermediates computed once)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pyspark.sql import types as T
 from ledgerlens import schemas
 from ledgerlens.audit import rules, suspicious
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
+from ledgerlens.audit.materialize import Intermediates, materialized
 from ledgerlens.audit.offload_checks import offload_object_rules
 from ledgerlens.audit.ownership import owned_tenants
 from ledgerlens.audit.references import blind_spots, cursor_references, schema_references, with_bucket_owners
@@ -87,26 +88,50 @@ def run_audit(
         The audited Pulsar cluster (objects whose user metadata names another cluster are
         ``foreign_offload_object``); None: unknown, no object tagged with a cluster name is an orphan.
     materialize
-        Run the one big join (BookKeeper ledgers against every reference) now and keep its small
-        result (candidate rows) as a local checkpoint, so every rule reads it instead of
-        re-planning the join. ``False`` keeps the whole audit lazy (slower at scale).
+        Compute the shared intermediates once (``audit.materialize``: the blind spots and owned
+        tenants, the candidate rows of the one big join of BookKeeper's ledgers against every
+        reference), so every rule reads them instead of re-planning them, and return the findings
+        computed (a local checkpoint; ``materialize.release`` frees it). The intermediates are
+        released before returning. ``False`` keeps the whole audit one lazy plan (slower).
 
     Returns
     -------
     DataFrame
-        Exactly the ``schemas.FINDINGS`` columns, ordered by ``order_findings``. Lazy apart from
-        the materialized join (see ``materialize``).
+        Exactly the ``schemas.FINDINGS`` columns, ordered by ``order_findings``.
     """
     t, objects, segments = _inputs(tables)
-    spots = blind_spots(t["managed_ledgers"], t["cursors"], t["schema_ledgers"])
+    keep = Intermediates(enabled=materialize)
+    try:
+        findings = _audit(t, objects, segments, config, keep, offload_bucket, cluster_name)
+        return materialized(findings) if materialize else findings
+    finally:
+        keep.release()
+
+
+def _audit(
+    t: dict[str, DataFrame],
+    objects: DataFrame | None,
+    segments: DataFrame | None,
+    config: AuditConfig,
+    keep: Intermediates,
+    offload_bucket: str | None,
+    cluster_name: str | None,
+) -> DataFrame:
+    """The findings of ``run_audit`` (a plan over ``keep``'s intermediates)."""
+    # one row: the blind spots and the owned tenants, read by the ledger and offload rules
+    facts = keep.keep(
+        blind_spots(t["managed_ledgers"], t["cursors"], t["schema_ledgers"]).crossJoin(
+            owned_tenants(t, config.deleted_tenants)
+        )
+    )
+    spots = facts.select("spots")
     ml_refs = rules.managed_ledger_references(t["ml_ledgers"], t["cursors"], t["namespace_policies"], config)
     refs = ml_refs.unionByName(cursor_references(t["cursors"]), allowMissingColumns=True).unionByName(
         schema_references(t["schema_ledgers"]), allowMissingColumns=True
     )
     joined = rules.join_bookkeeper(with_bucket_owners(t["bk_ledgers"], t["ml_ledgers"]), refs)
-    owned = owned_tenants(t, config.deleted_tenants)
     ledger_findings, offloaded = rules.ledger_rules(
-        joined, spots, config, offload=objects is not None, materialize=materialize, owned=owned
+        joined, facts, config, offload=objects is not None, keep=keep
     )
     parts = [
         ledger_findings,
@@ -116,7 +141,7 @@ def run_audit(
     if objects is not None and offloaded is not None:
         not_orphans = None
         if segments is not None and not segments.isEmpty():  # no object verified: nothing to join
-            tenants = owned.select(F.explode("owned").alias("tenant"))
+            tenants = facts.select(F.explode("owned").alias("tenant"))
             verdicts = offload_object_rules(
                 segments, t["ml_ledgers"], t["bk_ledgers"], tenants, config, cluster_name
             )

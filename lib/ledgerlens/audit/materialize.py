@@ -1,0 +1,55 @@
+"""Shared intermediates of one audit: computed once, read by every rule, released together.
+
+An audit is many rules over the same few derived tables (the BookKeeper join, the blind spots and
+owned tenants, the raw findings). Left lazy, they form one plan that Catalyst analyses and
+optimizes as a whole and executes once per consumer. Materialized (a local checkpoint: the rows in
+Spark's block manager, the lineage cut), each rule's plan starts from a leaf.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+__all__ = ["Intermediates", "materialized", "release"]
+
+
+def _blocks(df: DataFrame) -> Any:
+    """The checkpointed RDD under a ``localCheckpoint`` DataFrame (a ``LogicalRDD`` leaf)."""
+    return df._jdf.queryExecution().analyzed().rdd()
+
+
+def materialized(df: DataFrame) -> DataFrame:
+    """``df`` computed now and kept (local checkpoint); free it with :func:`release`."""
+    return df.localCheckpoint(eager=True)
+
+
+def release(df: DataFrame) -> None:
+    """Free the rows of a :func:`materialized` DataFrame (it must not be read afterwards)."""
+    _blocks(df).unpersist(False)
+
+
+class Intermediates:
+    """The materialized intermediates of one audit; :meth:`release` frees them all.
+
+    ``enabled=False`` keeps everything lazy (one plan; nothing to release).
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._kept: list[DataFrame] = []
+
+    def keep(self, df: DataFrame) -> DataFrame:
+        """``df`` materialized now (or ``df`` itself when disabled)."""
+        if not self.enabled:
+            return df
+        out = materialized(df)
+        self._kept.append(out)
+        return out
+
+    def release(self) -> None:
+        """Free every kept intermediate."""
+        for df in self._kept:
+            release(df)
+        self._kept.clear()
