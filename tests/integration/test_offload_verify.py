@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 import offload_writer as w
 from ledgerlens import schemas
 from ledgerlens.audit import run_audit
-from ledgerlens.audit.offload_checks import offload_object_rules
+from ledgerlens.audit.offload_checks import offload_contexts, offload_object_rules
 from ledgerlens.audit.ownership import owned_tenants
 from ledgerlens.config import AuditConfig
 from ledgerlens.formats.offload import ledger_object_keys, streaming_object_keys
@@ -286,7 +286,8 @@ def test_unknown_cluster_makes_no_tagged_object_an_orphan(
     k = world["keys"]
     t = tables
     owned = owned_tenants(t).select(F.explode("owned").alias("tenant"))
-    v = offload_object_rules(t["offload_segments"], t["ml_ledgers"], t["bk_ledgers"], owned, CFG, None)
+    contexts = offload_contexts(t["ml_ledgers"], t["bk_ledgers"])
+    v = offload_object_rules(t["offload_segments"], contexts, owned, CFG, None)
     got = {(f["kind"], f["object_key"]) for f in (r.asDict() for r in v.findings.collect())}
     assert got == {
         ("corrupt_offload_object", k[n])

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-__all__ = ["Intermediates", "materialized", "release"]
+__all__ = ["Intermediates", "materialized", "measured", "release", "unmeasure"]
 
 
 def _blocks(df: DataFrame) -> Any:
@@ -30,6 +31,24 @@ def release(df: DataFrame) -> None:
     _blocks(df).unpersist(False)
 
 
+def measured(df: DataFrame) -> DataFrame:
+    """``df`` :func:`materialized` and cached with its true size (free it with :func:`unmeasure`).
+
+    A local checkpoint carries the size Catalyst estimated for the plan it came from (a join's:
+    the product of its sides), so every later join against it shuffles both sides. Cached and
+    counted, the same rows report their real size and a small side is broadcast when planned.
+    """
+    out = materialized(df).persist(StorageLevel.MEMORY_AND_DISK)
+    out.count()
+    return out
+
+
+def unmeasure(df: DataFrame) -> None:
+    """Free a :func:`measured` DataFrame: its cache and its checkpoint."""
+    df.unpersist(blocking=False)
+    release(df)
+
+
 class Intermediates:
     """The materialized intermediates of one audit; :meth:`release` frees them all.
 
@@ -44,12 +63,12 @@ class Intermediates:
         """``df`` materialized now (or ``df`` itself when disabled)."""
         if not self.enabled:
             return df
-        out = materialized(df)
+        out = measured(df)
         self._kept.append(out)
         return out
 
     def release(self) -> None:
         """Free every kept intermediate."""
         for df in self._kept:
-            release(df)
+            unmeasure(df)
         self._kept.clear()

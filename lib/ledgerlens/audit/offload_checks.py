@@ -79,10 +79,52 @@ class ObjectVerdicts:
         self.not_orphans = not_orphans
 
 
+def _contexts(df: DataFrame, bk_absent: Column) -> DataFrame:
+    """The offload contexts of ``df``'s ledgers; ``bk_absent``: BookKeeper no longer holds the ledger."""
+    return df.select(
+        "managed_ledger",
+        "ledger_id",
+        "entries",
+        "size",
+        "offload_uuid",
+        # null (the admin API does not show it): complete when the BookKeeper copy is gone (rules.py)
+        F.coalesce(
+            F.col("offload_complete"), F.col("offload_uuid").isNotNull() & bk_absent, F.lit(False)
+        ).alias("complete"),
+        (F.coalesce("offload_bookkeeper_deleted", F.lit(False)) | bk_absent).alias("only_copy"),
+        "offload_segments",
+    )
+
+
+def offload_contexts(ml_ledgers: DataFrame, bk_ledgers: DataFrame) -> DataFrame:
+    """Every ``ml_ledgers`` row as an offload context: ``managed_ledger, ledger_id, entries, size,
+    offload_uuid, complete, only_copy, offload_segments`` (``only_copy``: BookKeeper's copy is gone)."""
+    present = bk_ledgers.select(F.col("ledger_id").alias("_bk_id")).distinct()
+    ml = ml_ledgers.join(present, ml_ledgers["ledger_id"] == present["_bk_id"], "left")
+    return _contexts(ml, F.col("_bk_id").isNull())
+
+
+def offload_contexts_of(offloaded: DataFrame) -> DataFrame:
+    """``offload_contexts`` of the audit's offloaded ledgers (``rules.OFFLOAD_ROW`` rows: the managed
+    ledgers' ledgers with an offload, already joined with BookKeeper's ledgers by id), without
+    reading the inventory again. Only offloaded ledgers matter to :func:`offload_object_rules`."""
+    ml = offloaded.select(
+        F.col("ref_ml").alias("managed_ledger"),
+        "ledger_id",
+        F.col("ref_entries").alias("entries"),
+        F.col("ref_size").alias("size"),
+        "offload_uuid",
+        "offload_complete",
+        "offload_bookkeeper_deleted",
+        "offload_segments",
+        "bk_present",
+    )
+    return _contexts(ml, F.col("bk_present").isNull())
+
+
 def offload_object_rules(
     segments: DataFrame,
-    ml_ledgers: DataFrame,
-    bk_ledgers: DataFrame,
+    contexts: DataFrame,
     owned_tenants: DataFrame,
     config: AuditConfig,
     cluster_name: str | None,
@@ -93,8 +135,10 @@ def offload_object_rules(
     ----------
     segments
         The ``offload_segments`` inventory table.
-    ml_ledgers, bk_ledgers
-        Inventory tables (offload contexts; whether the BookKeeper copy still exists).
+    contexts
+        The managed ledgers' offload contexts (:func:`offload_contexts`, or
+        :func:`offload_contexts_of` the audit's offloaded ledgers): which object each references,
+        whether the offload completed, whether the BookKeeper copy still exists.
     owned_tenants
         One column ``tenant``: the tenants of the audited cluster.
     cluster_name
@@ -115,24 +159,7 @@ def offload_object_rules(
         "ledgers",
         F.coalesce("problems", F.array()).alias("problems"),
     )
-    present = bk_ledgers.select(F.col("ledger_id").alias("_bk_id")).distinct()
-    ml = ml_ledgers.join(present, ml_ledgers["ledger_id"] == present["_bk_id"], "left").select(
-        "managed_ledger",
-        "ledger_id",
-        "entries",
-        "size",
-        "offload_uuid",
-        # null (the admin API does not show it): complete when the BookKeeper copy is gone (rules.py)
-        F.coalesce(
-            F.col("offload_complete"),
-            F.col("offload_uuid").isNotNull() & F.col("_bk_id").isNull(),
-            F.lit(False),
-        ).alias("complete"),
-        (F.coalesce("offload_bookkeeper_deleted", F.lit(False)) | F.col("_bk_id").isNull()).alias(
-            "only_copy"
-        ),
-        "offload_segments",
-    )
+    ml = contexts
     # who references which object: (uuid, ledger) per ledger, uuid per streaming segment
     per_ledger = ml.filter(F.col("offload_uuid").isNotNull()).select(
         F.col("offload_uuid").alias("uuid"),

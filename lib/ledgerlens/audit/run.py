@@ -12,7 +12,7 @@ from ledgerlens import schemas
 from ledgerlens.audit import rules, suspicious
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
 from ledgerlens.audit.materialize import Intermediates, materialized
-from ledgerlens.audit.offload_checks import offload_object_rules
+from ledgerlens.audit.offload_checks import offload_contexts_of, offload_object_rules
 from ledgerlens.audit.ownership import owned_tenants
 from ledgerlens.audit.references import blind_spots, cursor_references, schema_references, with_bucket_owners
 from ledgerlens.config import AuditConfig
@@ -142,9 +142,8 @@ def _audit(
         not_orphans = None
         if segments is not None and not segments.isEmpty():  # no object verified: nothing to join
             tenants = facts.select(F.explode("owned").alias("tenant"))
-            verdicts = offload_object_rules(
-                segments, t["ml_ledgers"], t["bk_ledgers"], tenants, config, cluster_name
-            )
+            contexts = offload_contexts_of(offloaded)
+            verdicts = offload_object_rules(segments, contexts, tenants, config, cluster_name)
             parts.append(verdicts.findings)
             not_orphans = verdicts.not_orphans
         parts.append(rules.offload_rules(offloaded, objects, spots, config, offload_bucket, not_orphans))
