@@ -93,6 +93,7 @@ def _contexts(df: DataFrame, bk_absent: Column) -> DataFrame:
         ).alias("complete"),
         (F.coalesce("offload_bookkeeper_deleted", F.lit(False)) | bk_absent).alias("only_copy"),
         "offload_segments",
+        F.col("offload_complete").isNull().alias("complete_unknown"),
     )
 
 
@@ -323,7 +324,11 @@ def offload_object_rules(
         other_cluster = tagged & (F.col("cluster_name") != F.lit(cluster_name))
         unknown = F.lit(False)
     unref = unref.select("*", other_cluster.alias("other_cluster"), unknown.alias("unknown_cluster"))
-    ctx = ml.filter(F.col("offload_uuid").isNotNull() & F.col("complete")).select(
+    # a context whose completion is unknown (admin API) may be complete: an object of another uuid is
+    # then never an orphan (corrupt_offload_object, as for a complete one)
+    ctx = ml.filter(
+        F.col("offload_uuid").isNotNull() & (F.col("complete") | F.col("complete_unknown"))
+    ).select(
         F.col("ledger_id").alias("ctx_ledger_id"),
         F.col("managed_ledger").alias("ctx_ml"),
         F.col("offload_uuid").alias("ctx_uuid"),
