@@ -31,7 +31,9 @@ __all__ = [
     "Ownership",
     "collect_ownership",
     "is_owned",
+    "owned_of",
     "owned_tenants",
+    "tenant_rows",
     "tenant_of_name",
 ]
 
@@ -55,14 +57,22 @@ def _tenants(tables: Mapping[str, DataFrame]) -> DataFrame:
     return out.filter(F.col("tenant").isNotNull() & (F.col("tenant") != ""))
 
 
+def tenant_rows(tables: Mapping[str, DataFrame]) -> DataFrame:
+    """One row per tenant name seen in the ownership tables (column ``tenant``, repeats possible)."""
+    return _tenants(tables)
+
+
+def owned_of(collected: Column, deleted_tenants: Iterable[str] = ()) -> Column:
+    """The ``owned`` column from the set of :func:`tenant_rows` (``collect_set``) and the deleted tenants."""
+    deleted = sorted(set(deleted_tenants))
+    extra = F.array(*[F.lit(t) for t in deleted]) if deleted else F.array().cast("array<string>")
+    return F.array_sort(F.array_union(F.coalesce(collected, F.array().cast("array<string>")), extra))
+
+
 def owned_tenants(tables: Mapping[str, DataFrame], deleted_tenants: Iterable[str] = ()) -> DataFrame:
     """One row, one column ``owned``: the sorted tenants the audited cluster owns (plus the deleted ones)."""
-    deleted = sorted(set(deleted_tenants))
     agg = _tenants(tables).agg(F.collect_set("tenant").alias("t"))
-    extra = F.array(*[F.lit(t) for t in deleted]) if deleted else F.array().cast("array<string>")
-    return agg.select(
-        F.array_sort(F.array_union(F.coalesce("t", F.array().cast("array<string>")), extra)).alias(OWNED)
-    )
+    return agg.select(owned_of(F.col("t"), deleted_tenants).alias(OWNED))
 
 
 def is_owned(tenant: Column) -> Column:

@@ -130,6 +130,27 @@ def _unknown(df: DataFrame, unknown: Column, name: str, tag: str) -> DataFrame:
     )
 
 
+def blind_spot_rows(managed_ledgers: DataFrame, cursors: DataFrame, schema_ledgers: DataFrame) -> DataFrame:
+    """One row per blind spot (column ``spot``, repeats possible): see :func:`blind_spots`."""
+    spots = _spots(managed_ledgers, "managed_ledger", ML_TAG).unionByName(
+        _spots(cursors, "managed_ledger", ML_TAG)
+    )
+    spots = spots.unionByName(_spots(schema_ledgers, "schema_id", SCHEMA_TAG))
+    return spots.unionByName(
+        _unknown(schema_ledgers, F.col("ledger_id").isNull(), "schema_id", SCHEMA_TAG)
+    ).unionByName(_unknown(cursors, _true("cursor_properties_unknown"), "managed_ledger", BUCKET_TAG))
+
+
+def spots_of(collected: Column) -> Column:
+    """The ``spots`` column from the set of :func:`blind_spot_rows` (``collect_set``): plus the
+    ``<tag>:ANY`` entries."""
+    any_ = F.filter(
+        F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}"), F.lit(f"{BUCKET_TAG}:{ANY}")),
+        lambda a: F.exists(collected, lambda s: F.startswith(s, F.substring(a, 1, 2))),
+    )
+    return F.array_union(collected, any_)
+
+
 def blind_spots(managed_ledgers: DataFrame, cursors: DataFrame, schema_ledgers: DataFrame) -> DataFrame:
     """One row, one column ``spots``: the tagged names (or prefixes) whose metadata did not decode.
 
@@ -140,19 +161,8 @@ def blind_spots(managed_ledgers: DataFrame, cursors: DataFrame, schema_ledgers: 
     managed ledger are not decidable); ``m:`` / ``s:`` (an empty name) hides everything of that
     tag, and ``<tag>:ANY`` is present whenever any blind spot of the tag exists (owner unknown).
     """
-    spots = _spots(managed_ledgers, "managed_ledger", ML_TAG).unionByName(
-        _spots(cursors, "managed_ledger", ML_TAG)
-    )
-    spots = spots.unionByName(_spots(schema_ledgers, "schema_id", SCHEMA_TAG))
-    spots = spots.unionByName(
-        _unknown(schema_ledgers, F.col("ledger_id").isNull(), "schema_id", SCHEMA_TAG)
-    ).unionByName(_unknown(cursors, _true("cursor_properties_unknown"), "managed_ledger", BUCKET_TAG))
-    agg = spots.agg(F.collect_set("spot").alias("spots"))
-    any_ = F.filter(
-        F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}"), F.lit(f"{BUCKET_TAG}:{ANY}")),
-        lambda a: F.exists(F.col("spots"), lambda s: F.startswith(s, F.substring(a, 1, 2))),
-    )
-    return agg.select(F.array_union(F.col("spots"), any_).alias("spots"))
+    agg = blind_spot_rows(managed_ledgers, cursors, schema_ledgers).agg(F.collect_set("spot").alias("spots"))
+    return agg.select(spots_of(F.col("spots")).alias("spots"))
 
 
 def owner_prefixes(tag: Column | str, owner: Column) -> Column:

@@ -13,8 +13,14 @@ from ledgerlens.audit import rules, suspicious
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
 from ledgerlens.audit.materialize import Intermediates, materialized
 from ledgerlens.audit.offload_checks import offload_contexts_of, offload_object_rules
-from ledgerlens.audit.ownership import owned_tenants
-from ledgerlens.audit.references import blind_spots, cursor_references, schema_references, with_bucket_owners
+from ledgerlens.audit.ownership import OWNED, owned_of, tenant_rows
+from ledgerlens.audit.references import (
+    blind_spot_rows,
+    cursor_references,
+    schema_references,
+    spots_of,
+    with_bucket_owners,
+)
 from ledgerlens.config import AuditConfig
 
 REQUIRED = ("bk_ledgers", "managed_ledgers", "ml_ledgers", "cursors", "schema_ledgers", "namespace_policies")
@@ -108,6 +114,21 @@ def run_audit(
         keep.release()
 
 
+def _facts(t: dict[str, DataFrame], config: AuditConfig) -> DataFrame:
+    """One row: ``spots`` (``references.blind_spots``) and ``owned`` (``ownership.owned_tenants``),
+    from one aggregate over the tables both read."""
+    none = F.lit(None).cast("string")
+    rows = (
+        blind_spot_rows(t["managed_ledgers"], t["cursors"], t["schema_ledgers"])
+        .select("spot", none.alias("tenant"))
+        .unionByName(tenant_rows(t).select(none.alias("spot"), "tenant"))
+    )
+    agg = rows.agg(F.collect_set("spot").alias("spots"), F.collect_set("tenant").alias("t"))
+    return agg.select(
+        spots_of(F.col("spots")).alias("spots"), owned_of(F.col("t"), config.deleted_tenants).alias(OWNED)
+    )
+
+
 def _audit(
     t: dict[str, DataFrame],
     objects: DataFrame | None,
@@ -119,11 +140,7 @@ def _audit(
 ) -> DataFrame:
     """The findings of ``run_audit`` (a plan over ``keep``'s intermediates)."""
     # one row: the blind spots and the owned tenants, read by the ledger and offload rules
-    facts = keep.keep(
-        blind_spots(t["managed_ledgers"], t["cursors"], t["schema_ledgers"]).crossJoin(
-            owned_tenants(t, config.deleted_tenants)
-        )
-    )
+    facts = keep.keep(_facts(t, config))
     spots = facts.select("spots")
     ml_refs = rules.managed_ledger_references(t["ml_ledgers"], t["cursors"], t["namespace_policies"], config)
     refs = ml_refs.unionByName(cursor_references(t["cursors"]), allowMissingColumns=True).unionByName(
