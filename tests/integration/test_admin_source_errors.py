@@ -212,3 +212,35 @@ def test_admin_store_options() -> None:
     # BookKeeper's ledgers from --zookeeper: its chroot is the cluster's
     st = Stores.from_options("h:2181/cluster-a", source="admin", admin_url="http://h:8080")
     assert st.describe()["bookkeeper"]["location"] == "zk:h:2181/cluster-a"
+
+
+@pytest.mark.spark
+def test_an_error_in_a_spark_task_is_one_line_naming_the_endpoint(
+    server: _Server, spark: Any, zookeeper: Any, zk_client: Any, fresh_root: str, tmp_path: Any
+) -> None:
+    """Planning succeeds, then a task's read is rate-limited past its retries: the collection
+    raises the task's SourceError (one line, the endpoint), not Spark's wrapped traceback."""
+    from ledgerlens.collect import collect_inventory
+    from ledgerlens.config import ZooKeeperSource
+    from ledgerlens.sources.base import BOOKKEEPER_STAGES
+    from ledgerlens.sources.zookeeper import LiveZooKeeper
+
+    zk_client.ensure_path(f"{fresh_root}/ledgers/available")
+    server.plan["/admin/v2/tenants"] = [_json(["t"])]
+    server.plan["/admin/v2/namespaces/t"] = [_json(["t/a", "t/b"])]
+    server.plan["/admin/v2/namespaces/t/a"] = [_json({})]
+    server.plan["/admin/v2/namespaces/t/b"] = [_json({})]
+    server.plan["/admin/v2/clusters"] = [_json(["standalone"])]
+    server.plan["/admin/v2/persistent/t/a"] = [_json([])]
+    server.plan["/admin/v2/persistent/t/b"] = [(429, b"", {})]
+    bk = LiveZooKeeper(
+        ZooKeeperSource(hosts=zookeeper.hosts, ledgers_root=f"{fresh_root}/ledgers"), BOOKKEEPER_STAGES
+    )
+    t0 = time.monotonic()
+    with pytest.raises(SourceError) as err:
+        collect_inventory(spark, [bk, AdminSource(_api(server.url))], None, str(tmp_path), progress=False)
+    msg = str(err.value)
+    assert msg.startswith(
+        f"admin API GET {server.url}/admin/v2/persistent/t/b?includeSystemTopic=true: HTTP 429"
+    )
+    assert "\n" not in msg and "Traceback" not in msg and time.monotonic() - t0 < 120
