@@ -34,6 +34,7 @@ class SandboxSettings:
     min_orphan_age: str = ""
     retention_grace: str = ""
     cluster_name: str = ""
+    admin_url: str = ""  # a real Pulsar sandbox's web service (``--source admin``)
 
     def flags(self) -> dict[str, str]:
         """As flags / runbook parameters (``Setting.flag`` names), empty values left out."""
@@ -45,6 +46,7 @@ class SandboxSettings:
             "min_orphan_age",
             "retention_grace",
             "cluster_name",
+            "admin_url",
         )
         return {k: getattr(self, k) for k in names if getattr(self, k)}
 
@@ -79,6 +81,7 @@ def sandbox_settings(workdir: str | Path) -> SandboxSettings:
         min_orphan_age=f"{int(age)}s" if age else "",
         retention_grace=f"{int(age)}s" if age else "",
         cluster_name=str(state.get("cluster") or ""),
+        admin_url=str(state.get("web_url") or ""),
     )
 
 

@@ -310,13 +310,20 @@ def test_sandbox_fills_addresses_clock_and_credentials(
 def test_pulsar_sandbox_thresholds_and_errors(tmp_path: Path) -> None:
     (tmp_path / "state.json").write_text(
         json.dumps(
-            {"zookeeper_hosts": "127.0.0.1:1", "s3_endpoint": "http://x", "bucket": "b", "cluster": "sb"}
+            {
+                "zookeeper_hosts": "127.0.0.1:1",
+                "s3_endpoint": "http://x",
+                "bucket": "b",
+                "cluster": "sb",
+                "web_url": "http://127.0.0.1:8",
+            }
         )
     )
     (tmp_path / "ground_truth.json").write_text(json.dumps({"max_age_s": 30, "expected": []}))
     flags = inputs.sandbox_flags({}, tmp_path)
     assert (flags["min_orphan_age"], flags["retention_grace"], flags["cluster_name"]) == ("30s", "30s", "sb")
     assert "as_of" not in flags  # a real cluster: its own clock
+    assert flags["admin_url"] == "http://127.0.0.1:8"  # --source admin reads its web service
     with pytest.raises(ConfigError, match="is it up"):
         inputs.sandbox_flags({}, tmp_path / "nope")
 
