@@ -133,7 +133,9 @@ class KafkaBroker(_Server):
         cfg = self.workdir / "server.properties"
         cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         if not (data / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            cluster_id = "-"
+            while cluster_id.startswith("-"):  # kafka-storage would read a leading '-' as an option
+                cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
             cmd = self._java(_FORMAT_MAIN, "format", "-t", cluster_id, "-c", str(cfg))
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
