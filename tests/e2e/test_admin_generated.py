@@ -20,6 +20,7 @@ from generated import generated_cluster
 from ledgerlens import pipeline
 from ledgerlens.config import AuditConfig, S3Source
 from ledgerlens.sandbox.cluster import CLUSTER, default_now_ms
+from ledgerlens.sandbox.failures import finding_key
 from ledgerlens.sandbox.pulsar import MetadataBroker, admin
 from ledgerlens.schemas import FINDING_KEYS
 from ledgerlens.sources.stores import Stores
@@ -31,8 +32,7 @@ KIND, SEVERITY, COMPONENT = (FINDING_KEYS.index(k) for k in ("kind", "severity",
 
 
 def _keys(run: pipeline.AuditRun) -> set[tuple[Any, ...]]:
-    rows = run.findings_pandas().to_dict("records")
-    return {tuple(None if r[k] != r[k] else r[k] for k in FINDING_KEYS) for r in rows}
+    return {finding_key(r) for r in run.findings_pandas().to_dict("records")}
 
 
 def _not_visible_through_the_api(f: tuple[Any, ...]) -> bool:
@@ -80,7 +80,7 @@ def test_live_snapshot_and_admin_sources_agree_on_a_generated_cluster(
         broker.down()
 
     want = _keys(live)
-    planted = {tuple(f.get(k) for k in FINDING_KEYS) for f in truth.expected}
+    planted = {finding_key(f) for f in truth.expected}
     assert want == planted, {"missing": planted - want, "extra": want - planted}
     assert _keys(snap) == want
 

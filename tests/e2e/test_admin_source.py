@@ -18,22 +18,12 @@ from typing import Any
 import pytest
 
 from ledgerlens import pipeline
-from ledgerlens.config import AuditConfig, S3Source
-from ledgerlens.sandbox.failures import FINDING_KEYS, MAX_AGE_S
+from ledgerlens.config import S3Source
+from ledgerlens.sandbox.failures import audit_config, finding_key
 from ledgerlens.sandbox.pulsar import admin
 from ledgerlens.sources.stores import Stores
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(1200)]
-
-
-def _key(row: dict[str, Any]) -> tuple[Any, ...]:
-    out = []
-    for k in FINDING_KEYS:
-        v = row.get(k)
-        if v is not None and k == "ledger_id":
-            v = int(v)
-        out.append(None if v is None or (isinstance(v, float) and v != v) else v)
-    return tuple(out)
 
 
 def _audit(spark: Any, state: dict[str, Any], stores: Stores, out: Path) -> pipeline.AuditRun:
@@ -41,14 +31,7 @@ def _audit(spark: Any, state: dict[str, Any], stores: Stores, out: Path) -> pipe
         spark,
         None,
         S3Source(bucket=state["bucket"], endpoint_url=state["s3_endpoint"], region=state["region"]),
-        AuditConfig(
-            as_of_ms=int(time.time() * 1000),
-            min_orphan_age_s=MAX_AGE_S,
-            retention_grace_s=MAX_AGE_S,
-            incomplete_offload_age_s=MAX_AGE_S,  # the planted stale partial upload
-            default_retention_minutes=0,
-            default_retention_mb=0,
-        ),
+        audit_config(),
         out,
         progress=False,
         stores=stores,
@@ -79,10 +62,12 @@ def test_admin_source_gives_the_live_scans_findings(pulsar_env: Any, spark: Any,
     # the API read loaded none of the planted topics (the broker would trim / rewrite them)
     assert not (_loaded_topics(state["web_url"]) - before) & set(pulsar_env.truth["topics"])
 
-    got = {_key(r) for r in via_api.findings_pandas().to_dict("records")}
-    want = {_key(r) for r in live.findings_pandas().to_dict("records")}
+    got = {finding_key(r) for r in via_api.findings_pandas().to_dict("records")}
+    want = {finding_key(r) for r in live.findings_pandas().to_dict("records")}
     # not decidable through the API: the planted findings of delayed-index buckets, nothing else
-    buckets = {_key(f) for f in pulsar_env.truth["expected"] if f["component"] == "delayed-index-bucket"}
+    buckets = {
+        finding_key(f) for f in pulsar_env.truth["expected"] if f["component"] == "delayed-index-bucket"
+    }
     assert {f[0] for f in buckets} == {"orphan_ledger", "missing_ledger"}, buckets
     report = json.dumps(
         {"only_live": sorted(want - got, key=repr), "only_api": sorted(got - want, key=repr)}, default=str

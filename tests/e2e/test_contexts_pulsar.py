@@ -17,25 +17,15 @@ from typing import Any
 import pytest
 
 from ledgerlens import cli, contexts
-from ledgerlens.sandbox.failures import FINDING_KEYS, MAX_AGE_S, expected_findings
+from ledgerlens.sandbox.failures import MAX_AGE_S, expected_findings, finding_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
-
-
-def _key(row: dict[str, Any]) -> tuple[Any, ...]:
-    out = []
-    for k in FINDING_KEYS:
-        v = row.get(k)
-        if v is not None and k == "ledger_id" and v == v:
-            v = int(v)
-        out.append(None if v is None or (isinstance(v, float) and v != v) else v)
-    return tuple(out)
 
 
 def _findings(out: Path) -> list[tuple[Any, ...]]:
     import pyarrow.parquet as pq
 
-    return sorted((_key(r) for r in pq.read_table(out / "findings.parquet").to_pylist()), key=repr)
+    return sorted((finding_key(r) for r in pq.read_table(out / "findings.parquet").to_pylist()), key=repr)
 
 
 @pytest.fixture
@@ -101,7 +91,9 @@ def test_audit_by_context_reports_exactly_the_planted_anomalies(
 ) -> None:
     out = tmp_path / "by-name"
     assert cli.main(["audit", "--context", "pulsar-sandbox", "--out", str(out), "--no-progress"]) == 0
-    expected = sorted((_key(r) for r in expected_findings(pulsar_env.truth, bookie_reads=False)), key=repr)
+    expected = sorted(
+        (finding_key(r) for r in expected_findings(pulsar_env.truth, bookie_reads=False)), key=repr
+    )
     got = _findings(out)
     assert got == expected, {
         "missing": [e for e in expected if e not in got],
@@ -144,5 +136,7 @@ def test_audit_by_flags_reports_the_same(
         "--no-progress",
     ]
     assert cli.main(argv) == 0
-    expected = sorted((_key(r) for r in expected_findings(pulsar_env.truth, bookie_reads=False)), key=repr)
+    expected = sorted(
+        (finding_key(r) for r in expected_findings(pulsar_env.truth, bookie_reads=False)), key=repr
+    )
     assert _findings(out) == expected

@@ -35,10 +35,10 @@ from ledgerlens.formats.policies import decode_namespace_policies
 from ledgerlens.formats.schema import decode_schema_locator
 from ledgerlens.sandbox import seed as sd
 from ledgerlens.sandbox.failures import (
-    FINDING_KEYS,
-    MAX_AGE_S,
     NEEDS_BOOKIE_READS,
+    audit_config,
     expected_findings,
+    finding_key,
     restore_s3,
 )
 from ledgerlens.sandbox.pulsar import make_client
@@ -297,19 +297,9 @@ class _Compactor(threading.Thread):
             self.error = e
 
 
-def _key(row: dict[str, Any]) -> tuple[Any, ...]:
-    out = []
-    for k in FINDING_KEYS:
-        v = row.get(k)
-        if v is not None and k == "ledger_id":
-            v = int(v)
-        out.append(None if v is None or (isinstance(v, float) and v != v) else v)
-    return tuple(out)
-
-
 def test_audit_reports_exactly_the_planted_anomalies(pulsar_env: Any, spark: Any, tmp_path: Path) -> None:
     from ledgerlens import pipeline
-    from ledgerlens.config import AuditConfig, BookieSource, S3Source, ZooKeeperSource
+    from ledgerlens.config import BookieSource, S3Source, ZooKeeperSource
 
     state = pulsar_env.state
     zk = sd.zk_client(state)
@@ -326,14 +316,7 @@ def test_audit_reports_exactly_the_planted_anomalies(pulsar_env: Any, spark: Any
             spark,
             ZooKeeperSource(hosts=state["zookeeper_hosts"]),
             S3Source(bucket=state["bucket"], endpoint_url=state["s3_endpoint"], region=state["region"]),
-            AuditConfig(
-                as_of_ms=int(time.time() * 1000),
-                min_orphan_age_s=MAX_AGE_S,
-                retention_grace_s=MAX_AGE_S,
-                incomplete_offload_age_s=MAX_AGE_S,  # the planted stale partial upload
-                default_retention_minutes=0,
-                default_retention_mb=0,
-            ),
+            audit_config(),
             tmp_path / "audit",
             progress=False,
             bookie=BookieSource(),  # bucket snapshots and cursor positions read from the bookie
@@ -355,12 +338,14 @@ def test_audit_reports_exactly_the_planted_anomalies(pulsar_env: Any, spark: Any
     assert after - before, "no ledger rolled over during the audit"
 
     findings = run.findings_pandas()
-    got = sorted((_key(r) for r in findings.to_dict("records")), key=repr)
-    expected = sorted((_key(r) for r in expected_findings(pulsar_env.truth, bookie_reads=True)), key=repr)
+    got = sorted((finding_key(r) for r in findings.to_dict("records")), key=repr)
+    expected = sorted(
+        (finding_key(r) for r in expected_findings(pulsar_env.truth, bookie_reads=True)), key=repr
+    )
     # the planted stale compacted ledger is one the rule without bookie reads skips (the znode lags)
     stale = [f for f in pulsar_env.truth["expected"] if f.get(NEEDS_BOOKIE_READS)]
     assert [f["component"] for f in stale] == ["compacted-ledger"], pulsar_env.truth["expected"]
-    assert _key(stale[0]) in got
+    assert finding_key(stale[0]) in got
     missing = [e for e in expected if e not in got]
     extra = [g for g in got if g not in expected]
     assert not missing and not extra, f"missing {missing}\nextra {extra}"

@@ -21,11 +21,19 @@ from typing import Any
 import pytest
 
 from ledgerlens import pipeline
-from ledgerlens.config import AuditConfig, S3Source
+from ledgerlens.config import S3Source
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.paths import is_special_znode, ledger_id_from_path
 from ledgerlens.sandbox import seed as sd
-from ledgerlens.sandbox.failures import FINDING_KEYS, MAX_AGE_S, _s3, broker_leaks, expected_findings
+from ledgerlens.sandbox.failures import (
+    FINDING_KEYS,
+    MAX_AGE_S,
+    _s3,
+    audit_config,
+    broker_leaks,
+    expected_findings,
+    finding_key,
+)
 from ledgerlens.sandbox.pulsar import admin, make_client
 from ledgerlens.sources.stores import Stores
 
@@ -157,16 +165,6 @@ def second_tree(pulsar_env: Any) -> Iterator[dict[str, Any]]:
             zk.close()
 
 
-def _key(row: dict[str, Any]) -> tuple[Any, ...]:
-    out = []
-    for k in FINDING_KEYS:
-        v = row.get(k)
-        if v is not None and k == "ledger_id":
-            v = int(v)
-        out.append(None if v is None or (isinstance(v, float) and v != v) else v)
-    return tuple(out)
-
-
 def _expected(pulsar_env: Any) -> list[tuple[Any, ...]]:
     """The planted findings that still hold, and every ledger the broker's log says it leaked since.
 
@@ -183,10 +181,10 @@ def _expected(pulsar_env: Any) -> list[tuple[Any, ...]]:
                 s3.head_object(Bucket=state["bucket"], Key=f["object_key"])
             except Exception:  # noqa: BLE001 - 404: deleted by the broker's retried cleanup
                 continue
-        out.append(_key(f))
+        out.append(finding_key(f))
     zk = sd.zk_client(state)
     try:
-        out.extend(k for k in map(_key, broker_leaks(state, zk)) if k not in out)
+        out.extend(k for k in map(finding_key, broker_leaks(state, zk)) if k not in out)
     finally:
         zk.stop()
         zk.close()
@@ -198,14 +196,7 @@ def _audit(spark: Any, state: dict[str, Any], stores: Stores, out: Path) -> pipe
         spark,
         None,
         S3Source(bucket=state["bucket"], endpoint_url=state["s3_endpoint"], region=state["region"]),
-        AuditConfig(
-            as_of_ms=int(time.time() * 1000),
-            min_orphan_age_s=MAX_AGE_S,
-            retention_grace_s=MAX_AGE_S,
-            incomplete_offload_age_s=MAX_AGE_S,  # the planted stale partial upload
-            default_retention_minutes=0,
-            default_retention_mb=0,
-        ),
+        audit_config(),
         out,
         progress=False,
         stores=stores,
@@ -226,7 +217,7 @@ def _audit_stable(
         after = _expected(pulsar_env)
         if before == after:
             rows = run.findings_pandas().to_dict("records")
-            return sorted((_key(r) for r in rows), key=repr), after, run
+            return sorted((finding_key(r) for r in rows), key=repr), after, run
     pytest.fail("the broker kept changing the planted findings during three audits")
 
 

@@ -54,6 +54,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from ledgerlens.config import AuditConfig
 from ledgerlens.errors import SandboxError
 from ledgerlens.formats.managed_ledger import decode_managed_ledger
 from ledgerlens.formats.names import encode_component
@@ -106,6 +107,33 @@ def _finding(kind: str, severity: str, component: str, **cols: Any) -> dict[str,
 
 
 NEEDS_BOOKIE_READS = "needs_bookie_reads"  # a ground-truth finding only an audit reading bookies sees
+
+
+def finding_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """A finding (an audit's row or a ground-truth entry) as the tuple findings are compared by:
+    ``FINDING_KEYS`` in order, NaN (pandas' null) as None, ``ledger_id`` as an int."""
+    out = []
+    for k in FINDING_KEYS:
+        v = row.get(k)
+        if isinstance(v, float) and v != v:
+            v = None
+        if v is not None and k == "ledger_id":
+            v = int(v)
+        out.append(v)
+    return tuple(out)
+
+
+def audit_config(as_of_ms: int | None = None) -> AuditConfig:
+    """The audit settings the planted truth is judged with: every planted anomaly is older than
+    ``MAX_AGE_S`` (the stale partial upload included), and no retention is assumed by default."""
+    return AuditConfig(
+        as_of_ms=as_of_ms if as_of_ms is not None else int(time.time() * 1000),
+        min_orphan_age_s=MAX_AGE_S,
+        retention_grace_s=MAX_AGE_S,
+        incomplete_offload_age_s=MAX_AGE_S,
+        default_retention_minutes=0,
+        default_retention_mb=0,
+    )
 
 
 def expected_findings(truth: dict[str, Any], *, bookie_reads: bool) -> list[dict[str, Any]]:

@@ -406,7 +406,7 @@ class AdminSource(InventorySource):
                 return topic, None, e
 
         topics = self._topics(c, ns)
-        unreadable: list[str] = []
+        unreadable = 0
         with ThreadPoolExecutor(max(1, self.api.concurrency)) as pool:
             for topic, info, err in pool.map(one, topics):
                 ml = topic_to_managed_ledger(topic)
@@ -414,7 +414,7 @@ class AdminSource(InventorySource):
                     # the broker answers this topic, and only this one, with an error: it cannot
                     # read its managed-ledger node or one of its cursor nodes (it does not say
                     # which). One corrupt_metadata row; its ledgers stay blind spots.
-                    unreadable.append(topic)
+                    unreadable += 1
                     stats["unreadable"] += 1
                     yield "managed_ledgers", unreadable_row(ml, err)
                     continue
@@ -422,10 +422,10 @@ class AdminSource(InventorySource):
                     stats["vanished"] += 1  # deleted since the listing
                     continue
                 yield from managed_ledger_rows(ml, info)
-        if len(unreadable) > max(2, len(topics) // 2):
+        if unreadable > max(2, len(topics) // 2):
             raise SourceError(
                 f"admin API GET {self.api.url}{_ns_api(ns).format(kind='persistent')}",
-                f"the broker answers HTTP 500 for {len(unreadable)} of {len(topics)} topics' internal-info:"
+                f"the broker answers HTTP 500 for {unreadable} of {len(topics)} topics' internal-info:"
                 " the broker is failing, not one damaged topic",
             )
 
