@@ -83,10 +83,19 @@ def _struct_array(rows: list[dict[str, Any]], schema: T.StructType, arrow: pa.Sc
     return pa.RecordBatch.from_pylist(rows, schema=arrow).columns
 
 
-def _batches(rows: Iterable[dict[str, Any]], schema: T.StructType) -> Iterator[pa.RecordBatch]:
+def _batches(
+    rows: Iterable[dict[str, Any] | pa.RecordBatch], schema: T.StructType
+) -> Iterator[pa.RecordBatch]:
+    """Record batches of ``rows``: dicts are gathered ``_BATCH_ROWS`` at a time, batches pass through."""
     arrow = _arrow_schema(schema)
     buf: list[dict[str, Any]] = []
     for r in rows:
+        if isinstance(r, pa.RecordBatch):
+            if buf:
+                yield pa.RecordBatch.from_arrays(_struct_array(buf, schema, arrow), schema=arrow)
+                buf = []
+            yield r
+            continue
         buf.append(r)
         if len(buf) >= _BATCH_ROWS:
             yield pa.RecordBatch.from_arrays(_struct_array(buf, schema, arrow), schema=arrow)
@@ -104,24 +113,30 @@ def _tagged_schema(tables: Sequence[str]) -> T.StructType:
 
 
 def _tagged_batches(
-    pairs: Iterable[tuple[str, dict[str, Any]]], tables: Sequence[str]
+    pairs: Iterable[tuple[str, dict[str, Any] | pa.RecordBatch]], tables: Sequence[str]
 ) -> Iterator[pa.RecordBatch]:
     arrow = _arrow_schema(_tagged_schema(tables))
     subs = {t: _arrow_schema(schemas.INVENTORY[t]) for t in tables}
     bufs: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
 
+    def tagged(table: str, columns: list[pa.Array], n: int) -> pa.RecordBatch:
+        struct = pa.StructArray.from_arrays(columns, fields=list(subs[table]))
+        cols: list[pa.Array] = [pa.array([table] * n, type=pa.string())]
+        for t in tables:
+            cols.append(struct if t == table else pa.nulls(n, type=arrow.field(t).type))
+        return pa.RecordBatch.from_arrays(cols, schema=arrow)
+
     def flush(table: str) -> pa.RecordBatch:
         rows = bufs[table]
         bufs[table] = []
-        struct = pa.StructArray.from_arrays(
-            _struct_array(rows, schemas.INVENTORY[table], subs[table]), fields=list(subs[table])
-        )
-        cols: list[pa.Array] = [pa.array([table] * len(rows), type=pa.string())]
-        for t in tables:
-            cols.append(struct if t == table else pa.nulls(len(rows), type=arrow.field(t).type))
-        return pa.RecordBatch.from_arrays(cols, schema=arrow)
+        return tagged(table, _struct_array(rows, schemas.INVENTORY[table], subs[table]), len(rows))
 
     for table, row in pairs:
+        if isinstance(row, pa.RecordBatch):
+            if bufs[table]:
+                yield flush(table)
+            yield tagged(table, row.columns, row.num_rows)
+            continue
         bufs[table].append(row)
         if len(bufs[table]) >= _BATCH_ROWS:
             yield flush(table)
@@ -295,7 +310,10 @@ def _write_small(
         stats: Counter[str] = Counter()
         try:
             for table, row in srcs[i].read(stage, [part], rate_limit=srcs[i].rate_limit, stats=stats):
-                rows[table].append(row)
+                if isinstance(row, pa.RecordBatch):
+                    rows[table].extend(row.to_pylist())
+                else:
+                    rows[table].append(row)
         finally:
             counters.add({k if "." in k else f"{stage}.{k}": v for k, v in stats.items()})
     for table, found in rows.items():

@@ -21,7 +21,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "BOOKKEEPER_STAGES",
@@ -43,8 +46,10 @@ STAGES: tuple[str, ...] = tuple(STAGE_TABLES)
 BOOKKEEPER_STAGES: tuple[str, ...] = ("bk_ledgers",)
 PULSAR_STAGES: tuple[str, ...] = ("managed_ledgers", "schema_ledgers", "namespace_policies")
 
-# One row of an inventory table: (table name, column -> value); absent columns are null.
-Row = tuple[str, dict[str, Any]]
+# One row of an inventory table: (table name, column -> value); absent columns are null. A source
+# that reads millions of rows may hand out many at once: (table name, an Arrow record batch of the
+# table's schema, as ``ledgerlens.schemas`` defines it).
+Row = tuple[str, "dict[str, Any] | pa.RecordBatch"]
 
 
 class InventorySource(ABC):

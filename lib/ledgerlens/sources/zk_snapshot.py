@@ -38,9 +38,9 @@ from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventoryS
 from ledgerlens.sources.zookeeper import (
     CURSORS_T,
     MANAGED_LEDGERS_T,
+    LedgerColumns,
     _name_columns,
     cursor_row,
-    ledger_row,
     managed_ledger_rows,
     policy_row,
     schema_rows,
@@ -52,6 +52,7 @@ _SNAP = re.compile(r"snapshot\.([0-9a-fA-F]+)(\.gz|\.snappy)?$")
 _LOG = re.compile(r"log\.([0-9a-fA-F]+)$")
 _LEAF = re.compile(r"L\d+")
 _LEDGER_LEAF = re.compile(r"[0-9]{2,3}(?:/[0-9]+)*/L[0-9]+")  # the common case, checked first
+_BATCH_ROWS = 8192  # rows per record batch of the ledgers table
 _CHUNK_NODES = 20_000  # nodes per partition of an uncompressed snapshot (1M ledgers: 50 Spark items)
 _NOAUTH = "NoAuthError (the node's ACL grants world:anyone no read: what the live scan sees)"
 _OPEN_ACL = -1  # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID
@@ -573,37 +574,16 @@ def _rows(
     if stage == "namespace_policies":
         yield from _policy_rows(root, chroot, nodes, stats, store)
         return
+    if stage == "bk_ledgers":
+        yield from _ledger_batches(base, chroot, live_root, nodes, stats)
+        return
     for node, ok in nodes:
         stats["nodes"] += 1
         if not node.path.startswith(base):
             continue
-        parts = [] if stage == "bk_ledgers" else node.path[len(base) :].split("/")
+        parts = node.path[len(base) :].split("/")
         path = _rel(node.path, chroot)
-        if stage == "bk_ledgers":
-            if _LEDGER_LEAF.fullmatch(node.path, len(base)) is None:
-                parts = node.path[len(base) :].split("/")
-                if (
-                    len(parts) < 2
-                    or is_special_znode(parts[0])
-                    or not is_ledger_level1(parts[0])
-                    or not _LEAF.fullmatch(parts[-1])
-                    or not all(x.isdigit() for x in parts[1:-1])
-                ):
-                    continue
-            if not ok:
-                row: dict[str, Any] = {"path": path, "error": _NOAUTH}
-                try:
-                    row["ledger_id"] = ledger_id_from_path(path, live_root)
-                except Exception:  # noqa: BLE001
-                    pass
-                stats["errors"] += 1
-                yield "bk_ledgers", row
-                continue
-            row = ledger_row(path, live_root, node.data, node.stat)  # type: ignore[arg-type]
-            if row.get("error"):
-                stats["errors"] += 1
-            yield "bk_ledgers", row
-        elif stage == "managed_ledgers":
+        if stage == "managed_ledgers":
             ml, cursor = _ml_parts(parts)
             if ml is None:
                 continue
@@ -640,6 +620,52 @@ def _rows(
                 if r.get("error"):
                     stats["errors"] += 1
                 yield "schema_ledgers", r
+
+
+def _ledger_batches(
+    base: str,
+    chroot: str,
+    live_root: str,
+    nodes: Iterable[tuple[zkdata.SnapshotNode, bool]],
+    stats: Counter[str],
+) -> Iterator[Row]:
+    """BK_LEDGERS record batches of the ledger leaves among ``nodes`` (column by column)."""
+    cols = LedgerColumns()
+    seen = 0
+    for node, ok in nodes:
+        seen += 1
+        full = node.path
+        if not full.startswith(base):
+            continue
+        if _LEDGER_LEAF.fullmatch(full, len(base)) is None:
+            parts = full[len(base) :].split("/")
+            if (
+                len(parts) < 2
+                or is_special_znode(parts[0])
+                or not is_ledger_level1(parts[0])
+                or not _LEAF.fullmatch(parts[-1])
+                or not all(x.isdigit() for x in parts[1:-1])
+            ):
+                continue
+        path = _rel(full, chroot)
+        if not ok:
+            row: dict[str, Any] = {"path": path, "error": _NOAUTH}
+            try:
+                row["ledger_id"] = ledger_id_from_path(path, live_root)
+            except Exception:  # noqa: BLE001
+                pass
+            cols.add_row(row)
+        else:
+            st = node.stat
+            cols.add(path, live_root, None, node.data, st.ctime, st.mtime, st.version)
+        if len(cols) >= _BATCH_ROWS:
+            stats["errors"] += cols.errors
+            cols.errors = 0
+            yield "bk_ledgers", cols.take()
+    stats["nodes"] += seen
+    stats["errors"] += cols.errors
+    if len(cols):
+        yield "bk_ledgers", cols.take()
 
 
 def _ml_parts(parts: list[str]) -> tuple[str | None, str | None]:

@@ -11,6 +11,7 @@ the ``ledgerlens.formats`` readers and yield plain dict rows of the inventory sc
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 import time
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     ConnectionClosedError,
@@ -30,6 +32,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
+from ledgerlens import schemas
 from ledgerlens.config import ZooKeeperAuth, ZooKeeperSource
 from ledgerlens.errors import DecodeError, SourceError
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
@@ -488,17 +491,171 @@ def ledger_row(path: str, root: str, data: bytes | None, stat: ZnodeStat | None)
     return row
 
 
+_V3_HEADER = b"BookieMetadataFormatVersion\t3\n"
+_LEDGER_STATES = {1: "OPEN", 2: "IN_RECOVERY", 3: "CLOSED"}
+_LEDGER_DIGESTS = {1: "CRC32", 2: "HMAC", 3: "CRC32C", 4: "DUMMY"}
+_LEDGER_NESTED = ("bookies", "custom_metadata")  # built from flat value lists
+
+
+class LedgerColumns:
+    """BK_LEDGERS rows built column by column, for scans of millions of ledgers.
+
+    The v3 metadata every BookKeeper since 4.9 writes goes straight from the protobuf into column
+    lists (no metadata object, no row dict, bookies and custom metadata as flat value lists);
+    anything else (v1, v2 text, a decode error, custom metadata that is not UTF-8) goes through
+    :func:`ledger_row`, so both paths give the same row. :meth:`take` hands out the rows so far as
+    one Arrow record batch of the inventory schema.
+    """
+
+    _SCALARS = tuple(f.name for f in schemas.BK_LEDGERS.fields if f.name not in _LEDGER_NESTED)
+
+    def __init__(self) -> None:
+        from ledgerlens.proto.bookkeeper_pb2 import LedgerMetadataFormat
+
+        self._message = LedgerMetadataFormat
+        self.errors = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._cols: dict[str, list[Any]] = {c: [] for c in self._SCALARS}
+        self._bookies: list[str] = []
+        self._bookie_ends: list[int] = [0]
+        self._bookies_null: list[bool] = []
+        self._keys: list[str] = []
+        self._values: list[str] = []
+        self._custom_ends: list[int] = [0]
+        self._custom_null: list[bool] = []
+
+    def __len__(self) -> int:
+        return len(self._cols["path"])
+
+    def add_row(self, row: dict[str, Any]) -> None:
+        """Append a row given as a dict (absent columns are null)."""
+        for c, values in self._cols.items():
+            values.append(row.get(c))
+        bookies = row.get("bookies")
+        self._bookies_null.append(bookies is None)
+        self._bookies.extend(bookies or ())
+        self._bookie_ends.append(len(self._bookies))
+        custom = row.get("custom_metadata")
+        self._custom_null.append(custom is None)
+        if custom:
+            self._keys.extend(custom)
+            self._values.extend(custom.values())
+        self._custom_ends.append(len(self._keys))
+        if row.get("error"):
+            self.errors += 1
+
+    def add(
+        self,
+        path: str,
+        root: str,
+        ledger_id: int | None,
+        data: bytes | None,
+        ctime: int,
+        mtime: int,
+        version: int,
+    ) -> None:
+        """Append the row of one ledger znode (``ledger_id`` None: parsed from ``path``)."""
+        try:
+            if data is None or not data.startswith(_V3_HEADER):
+                raise ValueError
+            if ledger_id is None:
+                ledger_id = ledger_id_from_path(path, root)
+            size, start = data[30], 31  # the varint32 length prefix: one or two bytes in practice
+            if size & 0x80:
+                second = data[31]
+                if second & 0x80:
+                    raise ValueError  # three bytes or more: the general decoder
+                size, start = (size & 0x7F) | second << 7, 32
+            if start + size != len(data):
+                raise ValueError
+            msg = self._message()
+            msg.ParseFromString(data[start:])
+            if not msg.IsInitialized():
+                raise ValueError
+            state = _LEDGER_STATES[msg.state]
+            custom = {e.key: e.value.decode("utf-8") for e in msg.customMetadata}
+            segments = msg.segment
+            if len(segments) == 1:
+                bookies = dict.fromkeys(segments[0].ensembleMember)
+            else:
+                bookies = dict.fromkeys(b for seg in segments for b in seg.ensembleMember)
+            has = msg.HasField
+        except Exception:  # noqa: BLE001 - not the common case: the general decoder names the problem
+            stat = ZnodeStat(0, 0, ctime, mtime, version, 0, 0, 0, 0, 0, 0)
+            self.add_row(ledger_row(path, root, data, stat))
+            return
+        c = self._cols
+        c["ledger_id"].append(ledger_id)
+        c["path"].append(path)
+        c["format_version"].append(3)
+        c["state"].append(state)
+        c["ensemble_size"].append(msg.ensembleSize)
+        c["write_quorum"].append(msg.quorumSize)
+        c["ack_quorum"].append(msg.ackQuorumSize if has("ackQuorumSize") else msg.quorumSize)
+        c["length"].append(msg.length)
+        c["last_entry_id"].append(msg.lastEntryId if has("lastEntryId") else -1)
+        c["ctime_ms"].append(msg.ctime if has("ctime") else ctime)
+        c["znode_ctime_ms"].append(ctime)
+        c["znode_mtime_ms"].append(mtime)
+        c["znode_version"].append(version)
+        c["digest_type"].append(_LEDGER_DIGESTS.get(msg.digestType) if has("digestType") else None)
+        c["error"].append(None)
+        get = custom.get
+        for key, column in CUSTOM_METADATA_COLUMNS.items():
+            c[column].append(get(key))
+        self._bookies.extend(bookies)
+        self._bookie_ends.append(len(self._bookies))
+        self._bookies_null.append(False)
+        self._keys.extend(custom)
+        self._values.extend(custom.values())
+        self._custom_ends.append(len(self._keys))
+        self._custom_null.append(False)
+
+    def take(self) -> pa.RecordBatch:
+        """The rows added since the last call, as one record batch; the builder starts empty again."""
+        arrow = _ARROW_BK_LEDGERS()
+        text = pa.string()
+        bookies = pa.ListArray.from_arrays(
+            pa.array(self._bookie_ends, type=pa.int32()),
+            pa.array(self._bookies, type=text),
+            mask=pa.array(self._bookies_null, type=pa.bool_()),
+        )
+        custom = pa.MapArray.from_arrays(
+            pa.array(self._custom_ends, type=pa.int32()),
+            pa.array(self._keys, type=text),
+            pa.array(self._values, type=text),
+            mask=pa.array(self._custom_null, type=pa.bool_()),
+        )
+        nested = {"bookies": bookies, "custom_metadata": custom}
+        arrays = [
+            nested[f.name] if f.name in nested else pa.array(self._cols[f.name], type=f.type) for f in arrow
+        ]
+        self._reset()
+        return pa.RecordBatch.from_arrays(arrays, schema=arrow)
+
+
+@functools.cache
+def _ARROW_BK_LEDGERS() -> pa.Schema:  # noqa: N802 - a constant built on first use
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schemas.BK_LEDGERS)
+
+
 def scan_ledgers(
-    client: KazooClient | PipelinedReader, root: str, level1_names: Iterable[str]
-) -> Iterator[dict[str, Any]]:
-    """BK_LEDGERS rows for every ledger under ``root/<name>`` for each name.
+    client: KazooClient | PipelinedReader, root: str, level1_names: Iterable[str], batch_rows: int = 8192
+) -> Iterator[pa.RecordBatch]:
+    """BK_LEDGERS record batches for every ledger under ``root/<name>`` for each name.
 
     ``level1_names`` are level-1 node names (``00``, ``000``) or deeper prefixes of them
     (``00/0001``): the driver splits the key space that way. Short (2-digit) and long (3-digit)
     layouts are both walked to their ``L<digits>`` leaves; BookKeeper's special znodes are skipped.
+    Rows are built column by column (:class:`LedgerColumns`), ``batch_rows`` to a batch.
     """
     reader = client if isinstance(client, PipelinedReader) else PipelinedReader(client)
     errors: list[dict[str, Any]] = []
+    cols = LedgerColumns()
     for r in reader.get(_walk_ledger_leaves(reader, root, level1_names, errors)):
         if r.error is not None:
             row: dict[str, Any] = {"path": r.path, "error": _error_text(r.error)}
@@ -506,16 +663,21 @@ def scan_ledgers(
                 row["ledger_id"] = ledger_id_from_path(r.path, root)
             except Exception:  # noqa: BLE001
                 pass
-            reader.stats.errors += 1
-            yield row
-            continue
-        row = ledger_row(r.path, root, r.data, r.stat)
-        if row.get("error"):
-            reader.stats.errors += 1
-        yield row
+            cols.add_row(row)
+        elif r.stat is None:
+            cols.add_row(ledger_row(r.path, root, r.data, None))
+        else:
+            st = r.stat
+            cols.add(r.path, root, None, r.data, st.ctime, st.mtime, st.version)
+        if len(cols) >= batch_rows:
+            reader.stats.errors += cols.errors
+            cols.errors = 0
+            yield cols.take()
     for row in errors:
-        reader.stats.errors += 1
-        yield row
+        cols.add_row(row)
+    reader.stats.errors += cols.errors
+    if len(cols):
+        yield cols.take()
 
 
 # -- /managed-ledgers --------------------------------------------------------------------------
@@ -1035,8 +1197,8 @@ class LiveZooKeeper(InventorySource):
                 multi_read=self._multi() if stage != "namespace_policies" else 0,
             )
             if stage == "bk_ledgers":
-                for row in scan_ledgers(reader, self.zk.ledgers_root, partitions):
-                    yield "bk_ledgers", row
+                for batch in scan_ledgers(reader, self.zk.ledgers_root, partitions):
+                    yield "bk_ledgers", batch
             elif stage == "managed_ledgers":
                 yield from scan_managed_ledgers(reader, self.zk.managed_ledgers_root, partitions)
             elif stage == "schema_ledgers":
