@@ -11,14 +11,18 @@ metadata (managed ledgers, schemas, policies and tenants), then S3.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlparse
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -29,11 +33,18 @@ from ledgerlens import schemas
 from ledgerlens.config import BookieSource, S3Source, ZooKeeperSource
 from ledgerlens.console import Progress, stage_bar
 from ledgerlens.errors import SourceError
-from ledgerlens.sources.base import STAGE_TABLES, STAGES, InventorySource
+from ledgerlens.sources.base import PULSAR_STAGES, STAGE_TABLES, STAGES, InventorySource
 
 __all__ = ["Inventory", "collect_inventory", "default_sources", "load_inventory", "table_path"]
 
 _BATCH_ROWS = 8192
+# A stage of at most this many partitions is read on the driver (a partition of the live ledger scan
+# holds at most 10,000 ledgers, of the snapshot source about 20,000 nodes).
+_DRIVER_ITEMS = 2
+_DRIVER_OBJECTS = 1_000  # offload objects verified on the driver (a few ranged reads each)
+SMALL_CLUSTER_LEDGERS = 20_000
+"""Up to this many BookKeeper ledgers, the Pulsar metadata and the offload objects' verification are
+read on the driver: a small cluster's collection waits on Spark's fixed cost per job, not on its data."""
 
 
 @dataclass
@@ -200,16 +211,56 @@ def _verify_task(
 
 
 def _verify_offload(
-    spark: SparkSession, source: S3Source, deep: bool, out_dir: str, inv: Inventory, counters: Any
+    spark: SparkSession,
+    source: S3Source,
+    deep: bool,
+    out_dir: str,
+    inv: Inventory,
+    counters: Any,
+    driver_reads: bool = True,
 ) -> None:
     """The ``offload_segments`` table: every listed object verified by ranged reads, the objects of
     one offload (data and index) in one task."""
     path = table_path(out_dir, "offload_segments")
+    local = _local_dir(out_dir)
+    if (
+        driver_reads
+        and local is not None
+        and _row_count(spark, "offload_objects", inv.tables["offload_objects"]) <= (_DRIVER_OBJECTS)
+    ):
+        _verify_small(source, deep, local, counters)
+        inv.tables["offload_segments"] = path
+        return
     listed = spark.read.schema(schemas.OFFLOAD_OBJECTS).parquet(inv.tables["offload_objects"])
     n = max(1, 4 * spark.sparkContext.defaultParallelism)
     fn = _verify_task(source, deep, counters)
     _write(listed.repartition(n, "uuid").mapInArrow(fn, schemas.OFFLOAD_SEGMENTS), path)
     inv.tables["offload_segments"] = path
+
+
+def _verify_small(source: S3Source, deep: bool, local: str, counters: Any) -> None:
+    """``offload_segments`` of a few objects, verified on the driver and written by pyarrow."""
+    from ledgerlens.offload.verify import VerifyStats, verify_objects
+    from ledgerlens.sources import s3
+
+    listed = os.path.join(local, "offload_objects")
+    names = sorted(n for n in os.listdir(listed) if n.endswith(".parquet") and not n.startswith(("_", ".")))
+    arrow = _arrow_schema(schemas.OFFLOAD_OBJECTS)
+    objects = [r for n in names for r in pq.read_table(os.path.join(listed, n), schema=arrow).to_pylist()]
+    stats = VerifyStats()
+    files = _TableFiles(local, ["offload_segments"])
+    try:
+        if objects:
+            client = s3.make_client(source)
+            rows = verify_objects(client, objects, deep=deep, max_in_flight=source.max_in_flight, stats=stats)
+            for row in rows:
+                files.put("offload_segments", row)
+        files.close()
+    except BaseException:
+        files.abort()
+        raise
+    finally:
+        counters.add({f"offload_segments.{k}": v for k, v in stats.as_dict().items()})
 
 
 def _n_tasks(spark: SparkSession, zk_tasks: int | None, n_items: int) -> int:
@@ -295,6 +346,14 @@ def _write_stage(
     _delete(spark, tmp)
 
 
+def _local_dir(out_dir: str) -> str | None:
+    """The local directory of ``out_dir`` (a path or a ``file:`` URI); None on other file systems."""
+    u = urlparse(out_dir)
+    if u.scheme == "":
+        return out_dir
+    return u.path if u.scheme == "file" else None
+
+
 def _write_small(
     spark: SparkSession,
     srcs: Sequence[InventorySource],
@@ -304,23 +363,99 @@ def _write_small(
     inv: Inventory,
     counters: Any,
 ) -> None:
-    """A stage of at most one partition, read on the driver at the source's whole rate limit."""
-    rows: dict[str, list[dict[str, Any]]] = {t: [] for t in STAGE_TABLES[stage]}
-    for i, part in items:
-        stats: Counter[str] = Counter()
-        try:
-            for table, row in srcs[i].read(stage, [part], rate_limit=srcs[i].rate_limit, stats=stats):
-                if isinstance(row, pa.RecordBatch):
-                    rows[table].extend(row.to_pylist())
-                else:
-                    rows[table].append(row)
-        finally:
-            counters.add({k if "." in k else f"{stage}.{k}": v for k, v in stats.items()})
-    for table, found in rows.items():
-        schema = schemas.INVENTORY[table]
+    """A stage of a few partitions, read on the driver at the source's whole rate limit.
+
+    On a local ``out_dir`` each table is written as one Parquet file by pyarrow, batch by batch (a
+    small cluster's audit waits on Spark's fixed cost per job, not on its data); elsewhere (HDFS,
+    s3a) by one Spark job per table.
+    """
+    tables = STAGE_TABLES[stage]
+    local = _local_dir(out_dir)
+    files = _TableFiles(local, tables) if local is not None else None
+    rows: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
+    try:
+        for i, part in items:
+            stats: Counter[str] = Counter()
+            try:
+                for table, row in srcs[i].read(stage, [part], rate_limit=srcs[i].rate_limit, stats=stats):
+                    if files is not None:
+                        files.put(table, row)
+                    elif isinstance(row, pa.RecordBatch):
+                        rows[table].extend(row.to_pylist())
+                    else:
+                        rows[table].append(row)
+            finally:
+                counters.add({k if "." in k else f"{stage}.{k}": v for k, v in stats.items()})
+        if files is not None:
+            files.close()
+    except BaseException:
+        if files is not None:
+            files.abort()
+        raise
+    for table in tables:
         path = table_path(out_dir, table)
-        _write(spark.createDataFrame([schemas.to_row(schema, r) for r in found], schema).coalesce(1), path)
+        if files is None:
+            schema = schemas.INVENTORY[table]
+            found = [schemas.to_row(schema, r) for r in rows[table]]
+            _write(spark.createDataFrame(found, schema).coalesce(1), path)
         inv.tables[table] = path
+
+
+class _TableFiles:
+    """The tables of one stage written on the driver: one Parquet file per table (pyarrow).
+
+    Each table directory is replaced only when every table is complete (:meth:`close`); a failed or
+    interrupted read leaves the previous run's tables as they were.
+    """
+
+    def __init__(self, out_dir: str, tables: Sequence[str]) -> None:
+        self._out = out_dir
+        self._tmp = {t: os.path.join(out_dir, f"_{t}_driver") for t in tables}
+        self._bufs: dict[str, list[dict[str, Any] | pa.RecordBatch]] = {t: [] for t in tables}
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        for tmp in self._tmp.values():
+            shutil.rmtree(tmp, ignore_errors=True)
+            os.makedirs(tmp)
+        for t in tables:
+            schema = _arrow_schema(schemas.INVENTORY[t])
+            self._writers[t] = pq.ParquetWriter(
+                os.path.join(self._tmp[t], "part-00000.zstd.parquet"), schema, compression="zstd"
+            )
+
+    def put(self, table: str, row: dict[str, Any] | pa.RecordBatch) -> None:
+        buf = self._bufs[table]
+        buf.append(row)
+        if isinstance(row, pa.RecordBatch) or len(buf) >= _BATCH_ROWS:
+            self._flush(table)
+
+    def _flush(self, table: str) -> None:
+        for batch in _batches(self._bufs[table], schemas.INVENTORY[table]):
+            self._writers[table].write_batch(batch)
+        self._bufs[table] = []
+
+    def close(self) -> None:
+        for t, writer in self._writers.items():
+            self._flush(t)
+            writer.close()
+        for t, tmp in self._tmp.items():
+            final = os.path.join(self._out, t)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+
+    def abort(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        for tmp in self._tmp.values():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _row_count(spark: SparkSession, table: str, path: str) -> int:
+    """Rows of a written table: from the Parquet footers on a local disk, else a Spark count."""
+    local = _local_dir(path)
+    if local is None:
+        return int(spark.read.schema(schemas.INVENTORY[table]).parquet(path).count())
+    names = [n for n in os.listdir(local) if n.endswith(".parquet") and not n.startswith(("_", "."))]
+    return sum(pq.ParquetFile(os.path.join(local, n)).metadata.num_rows for n in names)
 
 
 def default_sources(zk: ZooKeeperSource, s3: S3Source | None = None) -> list[InventorySource]:
@@ -393,6 +528,7 @@ def collect_inventory(
     verify_offload: bool = True,
     deep_offload_check: bool = False,
     bookie: BookieSource | None = None,
+    driver_reads: bool = True,
 ) -> Inventory:
     """Inventory every stage of every source into Parquet tables, one Spark job per stage.
 
@@ -418,6 +554,9 @@ def collect_inventory(
         Read entries from the bookies (read-only): PIP-195 bucket snapshots (``bucket_snapshots``)
         and the last entry of every cursor ledger (``cursor_positions``), with the ledger metadata
         of the live ZooKeeper that holds the BookKeeper ledgers. None: no bookie reads.
+    driver_reads : bool
+        Read a small cluster's stages on the driver, without Spark jobs (see ``SMALL_CLUSTER_LEDGERS``);
+        False: every stage in Spark tasks.
 
     Raises
     ------
@@ -449,6 +588,7 @@ def collect_inventory(
     bk_zk = sources if isinstance(sources, ZooKeeperSource) else getattr(bk[0], "zk", None)
     read_bookies = bookie is not None and isinstance(bk_zk, ZooKeeperSource) and "managed_ledgers" in stages
     bar = stage_bar(progress, len(stages) + int(verify) + int(read_bookies))
+    small = False
     try:
         for stage in stages:
             bar.set_description(f"collect {stage}")
@@ -459,14 +599,24 @@ def collect_inventory(
             n = _n_tasks(spark, want, len(items))
             rates = [_task_rate(spark, x.rate_limit, n) if stage in x.stages else None for x in srcs]
             try:
-                if len(items) <= 1 and stage != "bk_ledgers":
-                    # one partition (policies, a single tenant): no job to schedule, the driver reads it
+                if driver_reads and (
+                    len(items) <= _DRIVER_ITEMS
+                    or (stage in PULSAR_STAGES and small)
+                    or all(x.small(stage) for _, x in mine)
+                ):
+                    # a few partitions (policies), or a small cluster's metadata: no job to schedule
                     _write_small(spark, srcs, stage, items, out_dir, inv, counters)
                 else:
                     frame = _items_frame(spark, items, n)
                     _write_stage(spark, frame, srcs, stage, rates, out_dir, inv, counters)
             except Exception as e:
                 raise (task_source_error(e) or e) from None
+            if stage == "bk_ledgers":
+                # every topic and schema has ledgers: few ledgers, little Pulsar metadata to read
+                small = (
+                    _local_dir(out_dir) is not None
+                    and _row_count(spark, stage, inv.tables[stage]) <= SMALL_CLUSTER_LEDGERS
+                )
             if stage == "offload_objects":
                 inv.s3_scanned = True
             inv.timings[stage] = time.perf_counter() - t0
@@ -474,7 +624,7 @@ def collect_inventory(
         if verify and listing is not None and inv.s3_scanned:
             bar.set_description("collect offload_segments")
             t0 = time.perf_counter()
-            _verify_offload(spark, listing.s3, deep_offload_check, out_dir, inv, counters)
+            _verify_offload(spark, listing.s3, deep_offload_check, out_dir, inv, counters, driver_reads)
             inv.timings["offload_segments"] = time.perf_counter() - t0
             bar.update(1)
         if read_bookies and isinstance(bk_zk, ZooKeeperSource) and bookie is not None:
@@ -504,7 +654,7 @@ def collect_inventory(
             _delete(spark, table_path(out_dir, kind))
     inv.sources = [x.describe() for x in srcs]
     for t, p in inv.tables.items():
-        inv.counts[t] = spark.read.schema(schemas.INVENTORY[t]).parquet(p).count()
+        inv.counts[t] = _row_count(spark, t, p)
     inv.counts.update(counters.value)
     return inv
 

@@ -87,7 +87,9 @@ def planted(zookeeper: Any, s3_server: Any, zk_client: Any, fresh_root: str, buc
     return {"truth": truth, "locked": locked}
 
 
+@pytest.mark.parametrize("driver_reads", [True, False], ids=["small-on-the-driver", "spark-tasks"])
 def test_collect_planted_cluster(
+    driver_reads: bool,
     s3_server: Any,
     spark: Any,
     zookeeper: Any,
@@ -100,7 +102,7 @@ def test_collect_planted_cluster(
     truth = planted["truth"]
     zk = _source(zookeeper.hosts, fresh_root, max_in_flight=16, rate_limit=5000.0, tasks=3)
     s3 = S3Source(bucket=bucket, endpoint_url=s3_server.endpoint_url, region="us-east-1")
-    inv = collect_inventory(spark, zk, s3, str(tmp_path / "inv"), progress=False)
+    inv = collect_inventory(spark, zk, s3, str(tmp_path / "inv"), progress=False, driver_reads=driver_reads)
     assert inv.s3_scanned
     assert set(inv.tables) == set(load_inventory(spark, inv.out_dir))
     assert set(inv.timings) >= {"bk_ledgers", "managed_ledgers", "schema_ledgers", "namespace_policies"}

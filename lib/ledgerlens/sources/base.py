@@ -89,6 +89,11 @@ class InventorySource(ABC):
     def check(self) -> None:  # noqa: B027 - optional hook
         """Fail fast on the driver (``SourceError``) when the store cannot be read at all."""
 
+    def small(self, stage: str) -> bool:
+        """True when one cheap request showed that ``stage`` holds little enough to read on the
+        driver, without Spark tasks (driver side; False: cannot tell cheaply)."""
+        return False
+
     def clusters(self) -> list[str] | None:
         """The Pulsar clusters this (Pulsar) store declares under ``/admin/clusters``, sorted,
         without ``global``; None when the store cannot tell (driver side)."""

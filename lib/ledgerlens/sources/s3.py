@@ -190,6 +190,14 @@ class S3Listing(InventorySource):
     def check(self) -> None:
         check_bucket(make_client(self.s3), self.s3)
 
+    def small(self, stage: str) -> bool:
+        """One listing request: the whole bucket fits in a page of 1,000 keys."""
+        try:
+            page = make_client(self.s3).list_objects_v2(Bucket=self.s3.bucket, MaxKeys=1000)
+        except (ClientError, BotoCoreError) as e:
+            raise SourceError(f"s3 bucket {self.s3.bucket}", f"listing failed: {e}") from e
+        return not page.get("IsTruncated", False)
+
     def plan(self, stage: str) -> list[str]:
         return [str(i) for i in range(len(work_items()))]
 
