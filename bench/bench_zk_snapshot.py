@@ -9,7 +9,9 @@ snapshots the whole tree when it loads), then measures:
 (b) raw snapshot decoding: every znode of the newest snapshot file (znodes/s, MB/s), one process;
     (b2) the planning pass over the same file (records stepped over by their lengths);
 (c) the snapshot source: the same ``bk_ledgers`` stage from the data directory (planning: log
-    replay and one indexing pass; then Spark tasks decoding byte ranges), ledgers/s.
+    replay and one indexing pass; then Spark tasks decoding byte ranges), ledgers/s;
+(a2), (c2) the rows of (a) and (c) read in one process without Spark or Parquet: where the time
+    goes when neither waits on the other (both decode every ledger's metadata into Arrow columns).
 
 Prints the ratio (c)/(a) (target >= 10). Usage::
 
@@ -27,10 +29,21 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 
 def _line(label: str, n: int, unit: str, secs: float, extra: str = "") -> None:
     print(f"{label:<46} {n:>10,} {unit:<7} {secs:8.2f} s {n / secs:10,.0f} {unit}/s{extra}", flush=True)
+
+
+def _rows_in_process(source: Any) -> int:
+    """Every BK_LEDGERS row of ``source`` read in this process (no Spark task, no Parquet)."""
+    from collections import Counter
+
+    n = 0
+    for _, rows in source.read("bk_ledgers", source.plan("bk_ledgers"), rate_limit=None, stats=Counter()):
+        n += rows.num_rows if hasattr(rows, "num_rows") else 1
+    return n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,10 +111,16 @@ def main(argv: list[str] | None = None) -> int:
             live = n / inv.timings["bk_ledgers"]
             _line("(a) live scan, collect bk_ledgers", n, "ledgers", inv.timings["bk_ledgers"])
 
+        live_src = LiveZooKeeper(zk, BOOKKEEPER_STAGES)
+        t0 = time.perf_counter()
+        rows = _rows_in_process(live_src)
+        live1 = time.perf_counter() - t0
+        _line("(a2) live scan rows, 1 process, no Spark", rows, "ledgers", live1)
+
         mb = os.path.getsize(snap) / 2**20
         t0 = time.perf_counter()
         count = sum(1 for _ in SnapshotReader(snap).nodes())
-        dt = time.perf_counter() - t0
+        dt = dt_b = time.perf_counter() - t0
         _line("(b) snapshot decode, every znode, 1 process", count, "znodes", dt, f" {mb / dt:8.1f} MB/s")
         assert count > args.ledgers, f"the newest snapshot holds {count:,} znodes: not the whole tree"
         t0 = time.perf_counter()
@@ -119,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         src = ZooKeeperSnapshot(
             str(server.data_dir), ledgers_root=f"{root}/ledgers", provides=BOOKKEEPER_STAGES
         )
+        t0 = time.perf_counter()
+        rows = _rows_in_process(src)
+        snap1 = time.perf_counter() - t0
+        _line("(c2) snapshot rows, 1 process, no Spark", rows, "ledgers", snap1)
         with tempfile.TemporaryDirectory() as out:
             t0 = time.perf_counter()
             inv = collect_inventory(spark, [src], None, out, progress=False)
@@ -134,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                 f" ({plan.replayed:,} txns replayed)",
             )
         spark.stop()
+        print(f"(b)/(a) = {count / dt_b / live:.2f}  snapshot decode (znodes/s) against the live scan")
+        print(f"(c2)/(a2) = {live1 / snap1:.2f}  rows of one process: both decode every ledger's metadata")
         print(f"(c)/(a) = {rate / live:.2f}  (target >= 10)")
     finally:
         server.stop()
