@@ -10,8 +10,11 @@ from ledgerlens.spark import SMALL_INVENTORY_ROWS, settings_for_rows, sized_for
 pytestmark = [pytest.mark.spark, pytest.mark.unit]
 
 
-def test_small_inventories_use_one_partition_per_core() -> None:
-    assert settings_for_rows(250, parallelism=2) == {"spark.sql.shuffle.partitions": "2"}
+def test_small_inventories_use_one_partition_per_core_without_adaptive_execution() -> None:
+    assert settings_for_rows(250, parallelism=2) == {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.adaptive.enabled": "false",
+    }
 
 
 def test_large_inventories_compile_and_scale_partitions_with_rows() -> None:
@@ -22,9 +25,12 @@ def test_large_inventories_compile_and_scale_partitions_with_rows() -> None:
 
 def test_sized_for_restores_the_session(spark) -> None:  # type: ignore[no-untyped-def]
     before = spark.conf.get("spark.sql.shuffle.partitions")
+    adaptive = spark.conf.get("spark.sql.adaptive.enabled")
     with sized_for(spark, 100) as applied:
         assert spark.conf.get("spark.sql.shuffle.partitions") == applied["spark.sql.shuffle.partitions"]
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
         assert spark.range(5).groupBy((F.col("id") % 2).alias("k")).count().count() == 2
     assert spark.conf.get("spark.sql.shuffle.partitions") == before
+    assert spark.conf.get("spark.sql.adaptive.enabled") == adaptive
     with sized_for(spark, 50_000_000):  # an explicit larger count is kept
         assert int(spark.conf.get("spark.sql.shuffle.partitions") or 0) >= 200
