@@ -5,7 +5,8 @@ kazoo session and never issues more than ``rate_limit`` reads per second (a toke
 sequential reads are client-bound (NOTES.md) and unthrottled bulk reads expire sessions. The
 scanners walk one part of the key space (the work item of one Spark task), decode every node with
 the ``ledgerlens.formats`` readers and yield plain dict rows of the inventory schemas
-(``ledgerlens.schemas``). A node that does not decode or cannot be read becomes one row with
+(``ledgerlens.schemas``), or for the ledgers, which number millions, Arrow record batches built
+column by column (:class:`LedgerColumns`). A node that does not decode or cannot be read becomes one row with
 ``error`` and ``path`` set; a node that vanished between listing and reading is skipped.
 """
 
