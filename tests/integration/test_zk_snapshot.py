@@ -161,6 +161,42 @@ def test_damaged_files_name_the_file_and_offset(
         list(zkdata.read_log(log))
 
 
+def test_a_past_state_never_holds_a_later_change(
+    zk_server: ZooKeeperServer, changes: dict[str, Any], tmp_path: Path
+) -> None:
+    """ZooKeeper writes a snapshot while it works: the file named zxid X can hold changes made after
+    X. Here the newest snapshot is renamed to an earlier zxid ``u``, so it holds nodes created after
+    ``u``: the state at ``u`` must not show them (an older snapshot plus the logs is the base)."""
+    if zk_server.snapshot_compression:
+        pytest.skip("the choice of the base snapshot does not depend on the compression")
+    copy = tmp_path / "data"
+    shutil.copytree(zk_server.data_dir, copy)
+    snaps, _ = find_files(str(copy))
+    (older, _), (newest, newest_path) = snaps[-2], snaps[-1]
+    c = _kazoo(zk_server.hosts)
+    try:
+        created = {  # the n### nodes: created in order, world-readable but n005 (its ACL changed)
+            f"{changes['root']}/{n}": c.exists(f"{changes['root']}/{n}").czxid
+            for n in c.get_children(changes["root"])
+            if n.startswith("n") and n != "n005"
+        }
+    finally:
+        c.stop()
+        c.close()
+    late = sorted((z, p) for p, z in created.items() if older + 2 <= z <= newest)
+    assert late, f"no node created between the last two snapshots ({older:#x}, {newest:#x}]"
+    zxid, path = late[0]
+    u = zxid - 1
+    os.rename(newest_path, os.path.join(os.path.dirname(newest_path), f"snapshot.{u:x}"))
+    past = ZooKeeperSnapshot(str(copy), until=hex(u), ledgers_root=changes["root"], provides=("bk_ledgers",))
+    assert past.reads().get_many([path]) == {path: None}
+    assert past.prepare().snapshot_zxid == older
+    now = ZooKeeperSnapshot(
+        str(copy), until=hex(zxid), ledgers_root=changes["root"], provides=("bk_ledgers",)
+    )
+    assert now.reads().get_many([path]) == {path: changes["expected"][path]}
+
+
 @pytest.mark.spark
 def test_snapshot_and_live_scan_give_identical_findings(
     zk_server: ZooKeeperServer, s3_server: Any, spark: Any, tmp_path: Path

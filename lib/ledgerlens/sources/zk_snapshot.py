@@ -24,6 +24,7 @@ import base64
 import os
 import pickle
 import re
+import struct
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -56,6 +57,8 @@ _BATCH_ROWS = 8192  # rows per record batch of the ledgers table
 _CHUNK_NODES = 20_000  # nodes per partition of an uncompressed snapshot (1M ledgers: 50 Spark items)
 _NOAUTH = "NoAuthError (the node's ACL grants world:anyone no read: what the live scan sees)"
 _OPEN_ACL = -1  # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID
+_ZXIDS = struct.Struct(">qq")  # czxid, mzxid at offset 0 of StatPersisted
+_PZXID = struct.Struct(">q")  # pzxid (the last change of the children) at offset 52
 
 
 def parse_until(text: str) -> tuple[str, int] | None:
@@ -186,6 +189,7 @@ class SnapshotPlan:
     overlay: dict[str, _Change] = field(default_factory=dict)
     clusters: list[str] = field(default_factory=list)
     present: frozenset[str] = frozenset()  # which of the source's ``probes()`` exist at that point
+    newest_change: int = 0  # the highest czxid, mzxid or pzxid of the snapshot's nodes under the roots
 
 
 _PLANS: dict[tuple[Any, ...], SnapshotPlan] = {}
@@ -272,7 +276,31 @@ class ZooKeeperSnapshot(InventorySource):
             snaps = [s for s in snaps if s[0] <= until[1]]
             if not snaps:
                 raise SourceError(where, f"no snapshot at or before zxid {until[1]:#x}")
-        snap_zxid, snap_path = snaps[-1]
+        if until is None:  # replaying every log makes a fuzzy snapshot exact, whatever it holds
+            return self._prepare_from(*snaps[-1], logs, None, where)
+        # ZooKeeper's snapshots are fuzzy: one named zxid X can hold changes made after X while it was
+        # written. Replaying forward corrects them, but a past state must not hold any change after
+        # that point: the newest snapshot that holds none is the base.
+        for snap_zxid, snap_path in reversed(snaps):
+            plan = self._prepare_from(snap_zxid, snap_path, logs, until, where)
+            bound = until[1] if until[0] == "zxid" else plan.last_zxid
+            if plan.newest_change <= bound:
+                return plan
+        raise SourceError(
+            where,
+            f"every snapshot at or before {self.until} already holds changes made after it (ZooKeeper "
+            "writes snapshots while it works): the state at that point cannot be rebuilt from these files",
+        )
+
+    def _prepare_from(
+        self,
+        snap_zxid: int,
+        snap_path: str,
+        logs: list[tuple[int, str]],
+        until: tuple[str, int] | None,
+        where: str,
+    ) -> SnapshotPlan:
+        """The plan on the base snapshot ``snap_path``: replay the logs after it, index it."""
         # logs: every one from the newest whose first zxid <= the snapshot's, onwards
         older = [i for i, (z, _) in enumerate(logs) if z <= snap_zxid]
         chosen = logs[older[-1] if older else 0 :]
@@ -344,7 +372,11 @@ class ZooKeeperSnapshot(InventorySource):
         clusters_b = (clusters_root + "/").encode()
         roots_b = [(st, r.encode(), (r + "/").encode()) for st, r in order]
         wanted_b = tuple(r for _, r, _ in roots_b) + tuple(probes_b) + ((clusters_b,) if pulsar else ())
-        for at, raw, data, _acl, _stat in reader.records(tuple(p for p in wanted_b if p) or (b"/",)):
+        newest_change = 0
+        zxids, pzxid = _ZXIDS.unpack_from, _PZXID.unpack_from
+        for at, raw, data, _acl, stat in reader.records(tuple(p for p in wanted_b if p) or (b"/",)):
+            if until is not None:
+                newest_change = max(newest_change, *zxids(stat, 0), *pzxid(stat, 52))
             if raw in probes_b:
                 present.add(probes_b[raw])
             if pulsar and raw.startswith(clusters_b):
@@ -408,6 +440,7 @@ class ZooKeeperSnapshot(InventorySource):
             overlay=overlay,
             clusters=sorted(clusters),
             present=frozenset(present),
+            newest_change=newest_change,
         )
 
     def check(self) -> None:
