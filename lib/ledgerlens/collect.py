@@ -223,14 +223,12 @@ def _verify_offload(
     one offload (data and index) in one task."""
     path = table_path(out_dir, "offload_segments")
     local = _local_dir(out_dir)
-    if (
-        driver_reads
-        and local is not None
-        and _row_count(spark, "offload_objects", inv.tables["offload_objects"]) <= (_DRIVER_OBJECTS)
-    ):
-        _verify_small(source, deep, local, counters)
-        inv.tables["offload_segments"] = path
-        return
+    if driver_reads and local is not None:
+        objects = _local_rows(os.path.join(local, "offload_objects"), "offload_objects", _DRIVER_OBJECTS)
+        if objects is not None:
+            _verify_small(source, deep, objects, local, counters)
+            inv.tables["offload_segments"] = path
+            return
     listed = spark.read.schema(schemas.OFFLOAD_OBJECTS).parquet(inv.tables["offload_objects"])
     n = max(1, 4 * spark.sparkContext.defaultParallelism)
     fn = _verify_task(source, deep, counters)
@@ -238,15 +236,13 @@ def _verify_offload(
     inv.tables["offload_segments"] = path
 
 
-def _verify_small(source: S3Source, deep: bool, local: str, counters: Any) -> None:
-    """``offload_segments`` of a few objects, verified on the driver and written by pyarrow."""
+def _verify_small(
+    source: S3Source, deep: bool, objects: list[dict[str, Any]], local: str, counters: Any
+) -> None:
+    """``offload_segments`` of a few listed objects, verified on the driver and written by pyarrow."""
     from ledgerlens.offload.verify import VerifyStats, verify_objects
     from ledgerlens.sources import s3
 
-    listed = os.path.join(local, "offload_objects")
-    names = sorted(n for n in os.listdir(listed) if n.endswith(".parquet") and not n.startswith(("_", ".")))
-    arrow = _arrow_schema(schemas.OFFLOAD_OBJECTS)
-    objects = [r for n in names for r in pq.read_table(os.path.join(listed, n), schema=arrow).to_pylist()]
     stats = VerifyStats()
     files = _TableFiles(local, ["offload_segments"])
     try:
@@ -449,13 +445,27 @@ class _TableFiles:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _parquet_files(local: str) -> list[str]:
+    """The data files of a Parquet table directory (no ``_SUCCESS``, ``.crc`` or hidden files)."""
+    names = sorted(n for n in os.listdir(local) if n.endswith(".parquet") and not n.startswith(("_", ".")))
+    return [os.path.join(local, n) for n in names]
+
+
 def _row_count(spark: SparkSession, table: str, path: str) -> int:
     """Rows of a written table: from the Parquet footers on a local disk, else a Spark count."""
     local = _local_dir(path)
     if local is None:
         return int(spark.read.schema(schemas.INVENTORY[table]).parquet(path).count())
-    names = [n for n in os.listdir(local) if n.endswith(".parquet") and not n.startswith(("_", "."))]
-    return sum(pq.ParquetFile(os.path.join(local, n)).metadata.num_rows for n in names)
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in _parquet_files(local))
+
+
+def _local_rows(local: str, table: str, limit: int) -> list[dict[str, Any]] | None:
+    """The rows of a local table of at most ``limit`` rows (footers first); None when it has more."""
+    files = _parquet_files(local)
+    if sum(pq.ParquetFile(f).metadata.num_rows for f in files) > limit:
+        return None
+    arrow = _arrow_schema(schemas.INVENTORY[table])
+    return [r for f in files for r in pq.read_table(f, schema=arrow).to_pylist()]
 
 
 def default_sources(zk: ZooKeeperSource, s3: S3Source | None = None) -> list[InventorySource]:

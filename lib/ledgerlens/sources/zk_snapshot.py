@@ -24,7 +24,6 @@ import base64
 import os
 import pickle
 import re
-import struct
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -53,12 +52,9 @@ _SNAP = re.compile(r"snapshot\.([0-9a-fA-F]+)(\.gz|\.snappy)?$")
 _LOG = re.compile(r"log\.([0-9a-fA-F]+)$")
 _LEAF = re.compile(r"L\d+")
 _LEDGER_LEAF = re.compile(r"[0-9]{2,3}(?:/[0-9]+)*/L[0-9]+")  # the common case, checked first
-_BATCH_ROWS = 8192  # rows per record batch of the ledgers table
 _CHUNK_NODES = 20_000  # nodes per partition of an uncompressed snapshot (1M ledgers: 50 Spark items)
 _NOAUTH = "NoAuthError (the node's ACL grants world:anyone no read: what the live scan sees)"
 _OPEN_ACL = -1  # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID
-_ZXIDS = struct.Struct(">qq")  # czxid, mzxid at offset 0 of StatPersisted
-_PZXID = struct.Struct(">q")  # pzxid (the last change of the children) at offset 52
 
 
 def parse_until(text: str) -> tuple[str, int] | None:
@@ -373,10 +369,10 @@ class ZooKeeperSnapshot(InventorySource):
         roots_b = [(st, r.encode(), (r + "/").encode()) for st, r in order]
         wanted_b = tuple(r for _, r, _ in roots_b) + tuple(probes_b) + ((clusters_b,) if pulsar else ())
         newest_change = 0
-        zxids, pzxid = _ZXIDS.unpack_from, _PZXID.unpack_from
         for at, raw, data, _acl, stat in reader.records(tuple(p for p in wanted_b if p) or (b"/",)):
-            if until is not None:
-                newest_change = max(newest_change, *zxids(stat, 0), *pzxid(stat, 52))
+            if until is not None:  # czxid, mzxid and pzxid (a child created or deleted)
+                zx = _STAT.unpack(stat)
+                newest_change = max(newest_change, zx[0], zx[1], zx[8])
             if raw in probes_b:
                 present.add(probes_b[raw])
             if pulsar and raw.startswith(clusters_b):
@@ -691,7 +687,7 @@ def _ledger_batches(
         else:
             st = node.stat
             cols.add(path, live_root, None, node.data, st.ctime, st.mtime, st.version)
-        if len(cols) >= _BATCH_ROWS:
+        if len(cols) >= cols.BATCH_ROWS:
             stats["errors"] += cols.errors
             cols.errors = 0
             yield "bk_ledgers", cols.take()

@@ -508,6 +508,7 @@ class LedgerColumns:
     one Arrow record batch of the inventory schema.
     """
 
+    BATCH_ROWS = 8192  # rows per record batch its callers take
     _SCALARS = tuple(f.name for f in schemas.BK_LEDGERS.fields if f.name not in _LEDGER_NESTED)
 
     def __init__(self) -> None:
@@ -645,14 +646,14 @@ def _ARROW_BK_LEDGERS() -> pa.Schema:  # noqa: N802 - a constant built on first 
 
 
 def scan_ledgers(
-    client: KazooClient | PipelinedReader, root: str, level1_names: Iterable[str], batch_rows: int = 8192
+    client: KazooClient | PipelinedReader, root: str, level1_names: Iterable[str]
 ) -> Iterator[pa.RecordBatch]:
     """BK_LEDGERS record batches for every ledger under ``root/<name>`` for each name.
 
     ``level1_names`` are level-1 node names (``00``, ``000``) or deeper prefixes of them
     (``00/0001``): the driver splits the key space that way. Short (2-digit) and long (3-digit)
     layouts are both walked to their ``L<digits>`` leaves; BookKeeper's special znodes are skipped.
-    Rows are built column by column (:class:`LedgerColumns`), ``batch_rows`` to a batch.
+    Rows are built column by column (:class:`LedgerColumns`).
     """
     reader = client if isinstance(client, PipelinedReader) else PipelinedReader(client)
     errors: list[dict[str, Any]] = []
@@ -670,7 +671,7 @@ def scan_ledgers(
         else:
             st = r.stat
             cols.add(r.path, root, None, r.data, st.ctime, st.mtime, st.version)
-        if len(cols) >= batch_rows:
+        if len(cols) >= cols.BATCH_ROWS:
             reader.stats.errors += cols.errors
             cols.errors = 0
             yield cols.take()
