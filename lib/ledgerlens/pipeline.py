@@ -78,27 +78,31 @@ def undecidable(tables: dict[str, DataFrame]) -> dict[str, int]:
     (docs/audit-rules.md, "Admin API source")."""
     from pyspark.sql import functions as F
 
-    out = {
-        "schemas_without_ledger_ids": tables["schema_ledgers"]
+    unknown = F.col("error").isNull() & F.coalesce(F.col("cursor_properties_unknown"), F.lit(False))
+    counts = [  # one job: a row per count
+        tables["schema_ledgers"]
         .filter(F.col("error").isNull() & F.col("ledger_id").isNull())
-        .select("schema_id")
-        .distinct()
-        .count(),
-        "cursors_without_string_properties": tables["cursors"]
-        .filter(F.col("error").isNull() & F.coalesce(F.col("cursor_properties_unknown"), F.lit(False)))
-        .count(),
-        "cursors_without_last_active": tables["cursors"]
-        .filter(
-            F.col("error").isNull()
-            & F.coalesce(F.col("cursor_properties_unknown"), F.lit(False))
-            & F.col("last_active_ms").isNull()
-        )
-        .count(),
-        "offloads_without_completion_state": tables["ml_ledgers"]
-        .filter(F.col("offload_uuid").isNotNull() & F.col("offload_complete").isNull())
-        .count(),
-    }
-    return {k: v for k, v in out.items() if v}
+        .agg(
+            F.lit("schemas_without_ledger_ids").alias("k"), F.count_distinct(F.struct("schema_id")).alias("n")
+        ),
+        tables["cursors"].agg(
+            F.lit("cursors_without_string_properties").alias("k"), F.count(F.when(unknown, 1)).alias("n")
+        ),
+        tables["cursors"].agg(
+            F.lit("cursors_without_last_active").alias("k"),
+            F.count(F.when(unknown & F.col("last_active_ms").isNull(), 1)).alias("n"),
+        ),
+        tables["ml_ledgers"].agg(
+            F.lit("offloads_without_completion_state").alias("k"),
+            F.count(F.when(F.col("offload_uuid").isNotNull() & F.col("offload_complete").isNull(), 1)).alias(
+                "n"
+            ),
+        ),
+    ]
+    union = counts[0]
+    for df in counts[1:]:
+        union = union.unionByName(df)
+    return {r["k"]: int(r["n"]) for r in union.collect() if r["n"]}
 
 
 def redacted_evidence(findings: DataFrame) -> DataFrame:

@@ -174,18 +174,27 @@ def check_inventory(
     """
     from pyspark.sql import functions as F
 
-    def nonempty(df: DataFrame | None) -> int:
-        return 0 if df is None else len(df.limit(1).collect())
-
+    probes: dict[str, DataFrame] = {}
     mls = tables.get("managed_ledgers")
-    managed = nonempty(None if mls is None else mls.filter(F.col("error").isNull()))
+    if mls is not None:
+        probes["managed_ledgers"] = mls.filter(F.col("error").isNull())
     bk = tables.get("bk_ledgers")
-    pulsar = nonempty(
-        None
-        if bk is None
-        else bk.filter(F.col("managed_ledger").isNotNull() | (F.col("application") == "pulsar"))
+    if bk is not None:
+        probes["pulsar_ledgers"] = bk.filter(
+            F.col("managed_ledger").isNotNull() | (F.col("application") == "pulsar")
+        )
+    if tables.get("offload_objects") is not None:
+        probes["offload_objects"] = tables["offload_objects"]
+    found: set[str] = set()
+    if probes:  # one job: a row of each non-empty probe
+        firsts = [df.limit(1).select(F.lit(name).alias("probe")) for name, df in probes.items()]
+        union = firsts[0]
+        for df in firsts[1:]:
+            union = union.unionByName(df)
+        found = {r["probe"] for r in union.collect()}
+    managed, pulsar, objects = (
+        int(n in found) for n in ("managed_ledgers", "pulsar_ledgers", "offload_objects")
     )
-    objects = nonempty(tables.get("offload_objects"))
     seen = {"managed_ledgers": managed, "pulsar_ledgers": pulsar, "offload_objects": objects}
     if managed or allow_empty_metadata or not (pulsar or objects):
         return seen

@@ -58,6 +58,7 @@ class Intermediates:
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self._kept: list[DataFrame] = []
+        self._checkpoints: list[DataFrame] = []
 
     def keep(self, df: DataFrame) -> DataFrame:
         """``df`` materialized now (or ``df`` itself when disabled)."""
@@ -67,8 +68,19 @@ class Intermediates:
         self._kept.append(out)
         return out
 
+    def checkpoint(self, df: DataFrame) -> DataFrame:
+        """``df`` :func:`materialized` now, without measuring its size (or ``df`` when disabled)."""
+        if not self.enabled:
+            return df
+        out = materialized(df)
+        self._checkpoints.append(out)
+        return out
+
     def release(self) -> None:
         """Free every kept intermediate."""
         for df in self._kept:
             unmeasure(df)
+        for df in self._checkpoints:
+            release(df)
         self._kept.clear()
+        self._checkpoints.clear()

@@ -109,7 +109,11 @@ def run_audit(
     keep = Intermediates(enabled=materialize)
     try:
         findings = _audit(t, objects, segments, config, keep, offload_bucket, cluster_name)
-        return materialized(findings) if materialize else findings
+        if not materialize:
+            return order_findings(findings)
+        # computed once, then sorted: a sort samples its input first (range partitioning), which
+        # would run the whole audit plan twice
+        return materialized(order_findings(keep.checkpoint(findings)))
     finally:
         keep.release()
 
@@ -138,7 +142,7 @@ def _audit(
     offload_bucket: str | None,
     cluster_name: str | None,
 ) -> DataFrame:
-    """The findings of ``run_audit`` (a plan over ``keep``'s intermediates)."""
+    """The findings of ``run_audit``, unordered (a plan over ``keep``'s intermediates)."""
     # one row: the blind spots and the owned tenants, read by the ledger and offload rules
     facts = keep.keep(_facts(t, config))
     spots = facts.select("spots")
@@ -172,6 +176,6 @@ def _audit(
         raw = raw.unionByName(p)
     findings = to_findings(with_owners(raw, t["managed_ledgers"]))
     findings = suspicious.apply(findings, t["managed_ledgers"], t["bk_ledgers"], config.as_of_ms)
-    return order_findings(
-        rules.without_compaction_in_flight(findings, t["cursors"], t.get("cursor_positions"), t["bk_ledgers"])
+    return rules.without_compaction_in_flight(
+        findings, t["cursors"], t.get("cursor_positions"), t["bk_ledgers"]
     )
