@@ -185,15 +185,15 @@ def check_inventory(
         )
     if tables.get("offload_objects") is not None:
         probes["offload_objects"] = tables["offload_objects"]
-    found: set[str] = set()
+    nonempty: set[str] = set()
     if probes:  # one job: a row of each non-empty probe
         firsts = [df.limit(1).select(F.lit(name).alias("probe")) for name, df in probes.items()]
         union = firsts[0]
         for df in firsts[1:]:
             union = union.unionByName(df)
-        found = {r["probe"] for r in union.collect()}
+        nonempty = {r["probe"] for r in union.collect()}
     managed, pulsar, objects = (
-        int(n in found) for n in ("managed_ledgers", "pulsar_ledgers", "offload_objects")
+        int(n in nonempty) for n in ("managed_ledgers", "pulsar_ledgers", "offload_objects")
     )
     seen = {"managed_ledgers": managed, "pulsar_ledgers": pulsar, "offload_objects": objects}
     if managed or allow_empty_metadata or not (pulsar or objects):
