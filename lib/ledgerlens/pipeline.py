@@ -105,6 +105,38 @@ def undecidable(tables: dict[str, DataFrame]) -> dict[str, int]:
     return {r["k"]: int(r["n"]) for r in union.collect() if r["n"]}
 
 
+DRIVER_FINDINGS = 50_000
+"""Up to this many findings are redacted and written by the driver (:func:`write_findings`)."""
+
+
+def write_findings(findings: DataFrame, path: Path) -> None:
+    """``findings`` as the Parquet table ``path`` (one file, in their order), evidence redacted.
+
+    Up to ``DRIVER_FINDINGS`` rows are collected, redacted and written by the driver (pyarrow): no
+    Python worker to start and no write job, most of the write phase of a small audit. More go
+    through Spark (:func:`redacted_evidence`).
+    """
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from ledgerlens.redact import redact_nullable, secret_values
+
+    head = findings.limit(DRIVER_FINDINGS + 1).toArrow()
+    if head.num_rows > DRIVER_FINDINGS:
+        redacted_evidence(findings).coalesce(1).write.mode("overwrite").parquet(str(path))
+        return
+    env = secret_values()
+    evidence = pa.array([redact_nullable(t, env) for t in head.column("evidence").to_pylist()], pa.string())
+    table = head.set_column(head.schema.get_field_index("evidence"), "evidence", evidence)
+    table = table.cast(to_arrow_schema(schemas.FINDINGS))
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    pq.write_table(table, str(path / "part-00000.zstd.parquet"), compression="zstd")
+
+
 def redacted_evidence(findings: DataFrame) -> DataFrame:
     """``findings`` with credentials redacted from ``evidence`` (``ledgerlens.redact``); the
     identifying columns are left as they are."""
@@ -466,7 +498,7 @@ def _audit_phases(
     t3 = time.monotonic()
     bar.begin("write", label="findings.parquet")
     findings_path = out / "findings.parquet"
-    redacted_evidence(final).coalesce(1).write.mode("overwrite").parquet(str(findings_path))
+    write_findings(final, findings_path)
     final_written = spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
     timings["write"] = time.monotonic() - t3
     timings["total"] = time.monotonic() - t_run

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledgerlens import schemas
 from ledgerlens.kafka.audit import KafkaAuditConfig
-from ledgerlens.pipeline import AuditRun, redacted_evidence
+from ledgerlens.pipeline import AuditRun, write_findings
 from ledgerlens.redact import redact_obj
 from ledgerlens.sources.kafka_metadata import KafkaSource
 from ledgerlens.sources.remote_storage import RemoteStore
@@ -78,7 +78,7 @@ def run(
 
     t3 = time.monotonic()
     findings_path = out / "findings.parquet"
-    redacted_evidence(final).coalesce(1).write.mode("overwrite").parquet(str(findings_path))
+    write_findings(final, findings_path)
     written = spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
     timings["write"] = time.monotonic() - t3
     findings.unpersist()
