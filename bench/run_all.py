@@ -82,11 +82,17 @@ def zk_rows(text: str, at: str) -> list[Row]:
     cold = number(r"^\(c\) collect_inventory .*\(cold\).*?([0-9,]+) ledgers/s\s*$", text)
     warm = number(r"^\(c\) collect_inventory .*\(warm\).*?([0-9,]+) ledgers/s\s*$", text)
     slow = warm / cold if cold and warm else None
+    tasks = number(r"^\(d\)/\(b\) = ([0-9.]+)", text)
+    first = number(r"^\(d\) as Spark tasks.*\(first job\).*?([0-9,]+) ledgers/s\s*$", text)
+    again = number(r"^\(d\) as Spark tasks.*\(warm\).*?([0-9,]+) ledgers/s\s*$", text)
+    tasks_slow = again / first if first and again else None
     return [
         Row("zk collect: collect_inventory warm / raw pipelined read", ratio, "x", ">= 0.5x",
             None if ratio is None else ratio >= 0.5, at),
         Row("zk collect: warm / cold (cold slowdown)", slow, "x", "<= 2x",
             None if slow is None else slow <= 2.0, at),
+        Row("zk collect, forced into Spark tasks: warm / raw read", tasks, "x", "(info)", None, at),
+        Row("zk collect, forced into Spark tasks: warm / first job", tasks_slow, "x", "(info)", None, at),
     ]  # fmt: skip
 
 
