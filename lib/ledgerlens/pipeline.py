@@ -488,7 +488,7 @@ def _audit_phases(
     kept_rows = [schemas.to_row(schemas.FINDINGS, r) for r in verdicts.keep]
     kept = spark.createDataFrame(kept_rows, schemas.FINDINGS)
     final = order_findings(rest.unionByName(kept))
-    suspicion = gates.wrong_root_suspicion(*_missing_share(final, tables))
+    suspicion = gates.wrong_root_suspicion(*_missing_share(verdicts.keep, tables))
     if suspicion is not None:
         final = gates.downgrade_missing(final)
     timings["reverify"] = time.monotonic() - t2
@@ -538,13 +538,16 @@ def _audit_phases(
     return AuditRun(out, findings_path, summary, dict(inventory.tables))
 
 
-def _missing_share(findings: DataFrame, tables: dict[str, DataFrame]) -> tuple[int, int]:
-    """(distinct missing ledgers, distinct ledgers the metadata references)."""
+def _missing_share(reverified: list[dict[str, Any]], tables: dict[str, DataFrame]) -> tuple[int, int]:
+    """(distinct missing ledgers, distinct ledgers the metadata references).
+
+    ``reverified``: the findings that held on re-verification (every ``missing_ledger`` is one).
+    """
     from pyspark.sql import functions as F
 
     from ledgerlens.audit.references import cursor_references, schema_references
 
-    missing = findings.filter(F.col("kind") == "missing_ledger").select("ledger_id").distinct().count()
+    missing = len({r["ledger_id"] for r in reverified if r["kind"] == "missing_ledger"})
     if missing == 0:
         return 0, 0
     refs = tables["ml_ledgers"].select("ledger_id")
