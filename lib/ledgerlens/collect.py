@@ -613,6 +613,8 @@ def collect_inventory(
     read_bookies = bookie is not None and isinstance(bk_zk, ZooKeeperSource) and "managed_ledgers" in stages
     bar = stage_bar(progress, len(stages) + int(verify) + int(read_bookies))
     small = False
+    local_out = _local_dir(out_dir) is not None  # the driver writes tables with pyarrow there
+    few_slots = local_out and spark.sparkContext.defaultParallelism <= 2
     try:
         for stage in stages:
             bar.set_description(f"collect {stage}")
@@ -623,13 +625,8 @@ def collect_inventory(
             n = _n_tasks(spark, want, len(items))
             rates = [_task_rate(spark, x.rate_limit, n) if stage in x.stages else None for x in srcs]
             try:
-                few_slots = (
-                    want is None
-                    and spark.sparkContext.defaultParallelism <= 2
-                    and _local_dir(out_dir) is not None
-                )
                 if driver_reads and (
-                    len(items) <= (_DRIVER_ITEMS_FEW_SLOTS if few_slots else _DRIVER_ITEMS)
+                    len(items) <= (_DRIVER_ITEMS_FEW_SLOTS if few_slots and want is None else _DRIVER_ITEMS)
                     or (stage in PULSAR_STAGES and small)
                     or all(x.small(stage) for _, x in mine)
                 ):
@@ -642,10 +639,7 @@ def collect_inventory(
                 raise (task_source_error(e) or e) from None
             if stage == "bk_ledgers":
                 # every topic and schema has ledgers: few ledgers, little Pulsar metadata to read
-                small = (
-                    _local_dir(out_dir) is not None
-                    and _row_count(spark, stage, inv.tables[stage]) <= SMALL_CLUSTER_LEDGERS
-                )
+                small = local_out and _row_count(spark, stage, inv.tables[stage]) <= SMALL_CLUSTER_LEDGERS
             if stage == "offload_objects":
                 inv.s3_scanned = True
             inv.timings[stage] = time.perf_counter() - t0

@@ -78,6 +78,8 @@ def undecidable(tables: dict[str, DataFrame]) -> dict[str, int]:
     (docs/audit-rules.md, "Admin API source")."""
     from pyspark.sql import functions as F
 
+    from ledgerlens.audit.frames import union_all
+
     unknown = F.col("error").isNull() & F.coalesce(F.col("cursor_properties_unknown"), F.lit(False))
     counts = [  # one job: a row per count
         tables["schema_ledgers"]
@@ -99,10 +101,7 @@ def undecidable(tables: dict[str, DataFrame]) -> dict[str, int]:
             ),
         ),
     ]
-    union = counts[0]
-    for df in counts[1:]:
-        union = union.unionByName(df)
-    return {r["k"]: int(r["n"]) for r in union.collect() if r["n"]}
+    return {r["k"]: int(r["n"]) for r in union_all(counts).collect() if r["n"]}
 
 
 DRIVER_FINDINGS = 50_000

@@ -319,3 +319,32 @@ def test_collect_on_local_cluster(zookeeper: Any, fresh_root: str, tmp_path: Any
         assert counts[table] == truth.counts[table], table
     assert counts["bk_ledgers.reads"] >= counts["bk_ledgers"]
     assert counts["bk_ledgers.errors"] == 0 and counts["managed_ledgers.errors"] == 0
+
+
+@pytest.mark.parametrize("tasks", [None, 3], ids=["driver", "tasks-asked-for"])
+def test_few_task_slots_read_a_few_partitions_on_the_driver(  # type: ignore[no-untyped-def]
+    spark, zookeeper, zk_client, fresh_root: str, tmp_path, tasks: int | None
+) -> None:
+    """On local[2], ledgers spread over 12 partitions (level-2 prefixes) are read on the driver, no
+    Spark job; asking for tasks keeps Spark tasks. Both give every ledger."""
+    from ledgerlens.formats.paths import ledger_path
+    from ledgerlens.sandbox import wire
+
+    assert spark.sparkContext.defaultParallelism <= 2
+    ids = [1 + 10_000 * k for k in range(12)]  # 00/0000 ... 00/0011: one ledger per partition
+    for i in ids:
+        md = wire.ledger_metadata(
+            ensemble=["b1:3181"], write_quorum=1, ack_quorum=1, length=i, last_entry_id=0
+        )
+        zk_client.create(ledger_path(i, f"{fresh_root}/ledgers"), wire.bk_metadata_v3(md), makepath=True)
+    zk = _source(zookeeper.hosts, fresh_root, tasks=tasks)
+    tracker = spark.sparkContext.statusTracker()
+    jobs_before = set(tracker.getJobIdsForGroup())
+    inv = collect_inventory(spark, zk, None, str(tmp_path / "inv"), progress=False)
+    spark_jobs = set(tracker.getJobIdsForGroup()) - jobs_before
+    got = load_inventory(spark, inv.out_dir)["bk_ledgers"].select("ledger_id", "length").collect()
+    assert sorted((r["ledger_id"], r["length"]) for r in got) == [(i, i) for i in ids]
+    if tasks is None:
+        assert not spark_jobs, f"the driver read 12 partitions, yet Spark ran jobs {sorted(spark_jobs)}"
+    else:
+        assert spark_jobs

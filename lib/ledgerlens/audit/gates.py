@@ -174,6 +174,8 @@ def check_inventory(
     """
     from pyspark.sql import functions as F
 
+    from ledgerlens.audit.frames import union_all
+
     probes: dict[str, DataFrame] = {}
     mls = tables.get("managed_ledgers")
     if mls is not None:
@@ -188,10 +190,7 @@ def check_inventory(
     nonempty: set[str] = set()
     if probes:  # one job: a row of each non-empty probe
         firsts = [df.limit(1).select(F.lit(name).alias("probe")) for name, df in probes.items()]
-        union = firsts[0]
-        for df in firsts[1:]:
-            union = union.unionByName(df)
-        nonempty = {r["probe"] for r in union.collect()}
+        nonempty = {r["probe"] for r in union_all(firsts).collect()}
     managed, pulsar, objects = (
         int(n in nonempty) for n in ("managed_ledgers", "pulsar_ledgers", "offload_objects")
     )

@@ -57,30 +57,22 @@ class Intermediates:
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self._kept: list[DataFrame] = []
-        self._checkpoints: list[DataFrame] = []
+        self._kept: list[tuple[DataFrame, bool]] = []  # (intermediate, measured)
 
-    def keep(self, df: DataFrame) -> DataFrame:
-        """``df`` materialized now (or ``df`` itself when disabled)."""
+    def keep(self, df: DataFrame, *, measure: bool = True) -> DataFrame:
+        """``df`` materialized now (or ``df`` itself when disabled): :func:`measured` for a table later
+        joined (its true size plans the join), else only :func:`materialized`."""
         if not self.enabled:
             return df
-        out = measured(df)
-        self._kept.append(out)
-        return out
-
-    def checkpoint(self, df: DataFrame) -> DataFrame:
-        """``df`` :func:`materialized` now, without measuring its size (or ``df`` when disabled)."""
-        if not self.enabled:
-            return df
-        out = materialized(df)
-        self._checkpoints.append(out)
+        out = measured(df) if measure else materialized(df)
+        self._kept.append((out, measure))
         return out
 
     def release(self) -> None:
         """Free every kept intermediate."""
-        for df in self._kept:
-            unmeasure(df)
-        for df in self._checkpoints:
-            release(df)
+        for df, was_measured in self._kept:
+            if was_measured:
+                unmeasure(df)
+            else:
+                release(df)
         self._kept.clear()
-        self._checkpoints.clear()

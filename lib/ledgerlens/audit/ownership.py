@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ledgerlens.audit.frames import union_all
+
 __all__ = [
     "OWNED",
     "OWNERSHIP_TABLES",
@@ -51,10 +53,7 @@ def _tenants(tables: Mapping[str, DataFrame]) -> DataFrame:
     parts = [tables[t].select("tenant") for t in OWNERSHIP_TABLES if t in tables]
     if not parts:
         raise ValueError("ownership: none of the Pulsar inventory tables was given")
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out.filter(F.col("tenant").isNotNull() & (F.col("tenant") != ""))
+    return union_all(parts).filter(F.col("tenant").isNotNull() & (F.col("tenant") != ""))
 
 
 def tenant_rows(tables: Mapping[str, DataFrame]) -> DataFrame:

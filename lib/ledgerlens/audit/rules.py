@@ -15,6 +15,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds, explode_findings, finding, raw_finding
+from ledgerlens.audit.frames import union_all
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.audit.names import ANY, ml_namespace, topic_to_ml
 from ledgerlens.audit.ownership import is_owned, tenant_of_name
@@ -474,9 +475,7 @@ def ledger_rules(
     step = keep.keep(step) if keep.enabled else step.repartition("ledger_id")
     rows = step.filter(candidate).crossJoin(F.broadcast(facts))
     parts = [rows.filter(cond).select(f.alias("f")).select("f.*") for cond, f in _ledger_items(config)]
-    findings = parts[0]
-    for p in parts[1:]:
-        findings = findings.unionByName(p)
+    findings = union_all(parts)
     if not offload:
         return findings, None
     return findings, step.filter(offloaded).select(*OFFLOAD_ROW)
@@ -592,10 +591,7 @@ def corrupt_bookie_entries(
         )
     if not parts:
         return None
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+    return union_all(parts)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -707,10 +703,7 @@ def corrupt_metadata(tables: dict[str, DataFrame]) -> DataFrame:
                 evidence=F.struct(F.lit(table).alias("table"), F.col("error").alias("problem")),
             )
         )
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+    return union_all(parts)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pyspark.sql import types as T
 from ledgerlens import schemas
 from ledgerlens.audit import rules, suspicious
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
+from ledgerlens.audit.frames import union_all
 from ledgerlens.audit.materialize import Intermediates, materialized
 from ledgerlens.audit.offload_checks import offload_contexts_of, offload_object_rules
 from ledgerlens.audit.ownership import OWNED, owned_of, tenant_rows
@@ -113,7 +114,7 @@ def run_audit(
             return order_findings(findings)
         # computed once, then sorted: a sort samples its input first (range partitioning), which
         # would run the whole audit plan twice
-        return materialized(order_findings(keep.checkpoint(findings)))
+        return materialized(order_findings(keep.keep(findings, measure=False)))
     finally:
         keep.release()
 
@@ -171,10 +172,7 @@ def _audit(
     corrupt_entries = rules.corrupt_bookie_entries(t.get("bucket_snapshots"), t.get("cursor_positions"))
     if corrupt_entries is not None:
         parts.append(corrupt_entries)
-    raw = parts[0]
-    for p in parts[1:]:
-        raw = raw.unionByName(p)
-    findings = to_findings(with_owners(raw, t["managed_ledgers"]))
+    findings = to_findings(with_owners(union_all(parts), t["managed_ledgers"]))
     findings = suspicious.apply(findings, t["managed_ledgers"], t["bk_ledgers"], config.as_of_ms)
     return rules.without_compaction_in_flight(
         findings, t["cursors"], t.get("cursor_positions"), t["bk_ledgers"]
