@@ -10,11 +10,14 @@ from ledgerlens.spark import SMALL_INVENTORY_ROWS, settings_for_rows, sized_for
 pytestmark = [pytest.mark.spark, pytest.mark.unit]
 
 
-def test_small_inventories_use_one_partition_per_core_without_adaptive_execution() -> None:
+def test_small_inventories_use_few_partitions_without_adaptive_execution() -> None:
     assert settings_for_rows(250, parallelism=2) == {
-        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.shuffle.partitions": "1",
         "spark.sql.adaptive.enabled": "false",
     }
+    # one partition per 250,000 rows, at most one per core
+    assert settings_for_rows(600_000, parallelism=8)["spark.sql.shuffle.partitions"] == "3"
+    assert settings_for_rows(SMALL_INVENTORY_ROWS, parallelism=2)["spark.sql.shuffle.partitions"] == "2"
 
 
 def test_large_inventories_compile_and_scale_partitions_with_rows() -> None:
