@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 LL := $(VENV)/bin/ledgerlens
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py lib/ledgerlens/formats/_ledgerwire.c | cksum | cut -d' ' -f1)
 DEMO_DIR ?= demo-out
 PYTEST_ARGS ?=
 
@@ -15,6 +15,10 @@ PYTEST_ARGS ?=
 setup: system-deps $(STAMP)
 
 system-deps:
+	@# a C compiler builds the compiled ledger metadata decoder (lib/ledgerlens/formats/_ledgerwire.c)
+	@command -v cc >/dev/null 2>&1 || { \
+	  echo "installing a C compiler from Debian"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc >/dev/null; }
 	@command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { \
 	  echo "installing Java 17 and Maven from Debian"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null; }
@@ -23,7 +27,7 @@ system-deps:
 	  echo "installing chromium from Debian (browser tests)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py lib/ledgerlens/formats/_ledgerwire.c
 	@echo "setting up $(VENV) (Python packages from PyPI, a few minutes the first time)"
 	@$(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip==26.3

@@ -89,8 +89,9 @@ def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
     AGGREGATE_OUT_OF_MEMORY late in a long test session, where compiled aggregation spills.
     """
     if rows <= SMALL_INVENTORY_ROWS:
+        partitions = max(1, min(parallelism, -(-rows // ROWS_PER_SHUFFLE_PARTITION)))
         return {
-            "spark.sql.shuffle.partitions": str(max(1, min(parallelism, -(-rows // ROWS_PER_SHUFFLE_PARTITION)))),
+            "spark.sql.shuffle.partitions": str(partitions),
             "spark.sql.adaptive.enabled": "false",
         }
     return {"spark.sql.shuffle.partitions": str(max(parallelism, rows // ROWS_PER_SHUFFLE_PARTITION))}

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 import boto3
+import pyarrow as pa
 import pytest
 from kazoo.security import make_acl
 
@@ -348,3 +349,32 @@ def test_few_task_slots_read_a_few_partitions_on_the_driver(  # type: ignore[no-
         assert not spark_jobs, f"the driver read 12 partitions, yet Spark ran jobs {sorted(spark_jobs)}"
     else:
         assert spark_jobs
+
+
+@pytest.mark.parametrize("multi_read", [4, 0], ids=["multiRead-replies", "single-reads"])
+def test_the_compiled_ledger_scan_gives_the_python_scans_table(
+    zookeeper: Any, fresh_root: str, planted: Any, multi_read: int
+) -> None:
+    """multiRead replies decoded whole by the compiled decoder give the table the Python decoder
+    gives from each result: the planted cluster's errors, unreadable (NoAuth) node, v1/v2 values and
+    long ledger ids included, with the same scan counters."""
+    from ledgerlens.sources.zookeeper import PipelinedReader, connect, scan_ledgers
+
+    root = f"{fresh_root}/ledgers"
+    client = connect(zookeeper.hosts)
+    try:
+        level1 = sorted(c for c in client.get_children(root) if c.isdigit())
+
+        def scan(compiled: bool) -> tuple[pa.Table, dict[str, int]]:
+            reader = PipelinedReader(client, max_in_flight=16, multi_read=multi_read)
+            batches = list(scan_ledgers(reader, root, level1, compiled=compiled))
+            return pa.Table.from_batches(batches), reader.stats.as_dict()
+
+        (fast, fast_stats), (slow, slow_stats) = scan(True), scan(False)
+    finally:
+        client.stop()
+        client.close()
+    assert fast.num_rows == planted["truth"].counts["bk_ledgers"]
+    assert any("NoAuth" in (e or "") for e in fast.column("error").to_pylist())
+    assert fast.to_pylist() == slow.to_pylist()
+    assert fast_stats == slow_stats

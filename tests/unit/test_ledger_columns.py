@@ -3,7 +3,8 @@
 Large scans (the live scan and the snapshot source) build the ledgers table column by column; every
 znode value a cluster can hold (the three format versions, optional fields absent, several ensembles,
 custom metadata that is not UTF-8, damaged bytes, a deleted node) must come out as the row
-``ledger_row`` gives, errors included.
+``ledger_row`` gives, errors included. The compiled fast path (``formats/_ledgerwire.c``) must
+append exactly what the Python path appends for any bytes, or decline them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kazoo.protocol.states import ZnodeStat
 
 from ledgerlens import schemas
@@ -128,3 +131,147 @@ def test_a_path_outside_the_layout_is_an_error_row() -> None:
     cols.add(ROOT + "/00/0000/L12", ROOT, None, VALUES["v3"], 1, 2, 3)
     (row,) = cols.take().to_pylist()
     assert row["ledger_id"] is None and "not a ledger path" in row["error"]
+
+
+# -- the compiled fast path (lib/ledgerlens/formats/_ledgerwire.c) ------------------------------------
+
+
+def test_the_compiled_decoder_is_built_and_takes_the_common_case() -> None:
+    from ledgerlens.formats import _ledgerwire  # built by `make setup` (pip install -e .)
+
+    assert _ledgerwire.Appender is not None
+    cols = LedgerColumns()
+    assert cols.compiled
+    stat = _stat(1)
+    path = wire.ledger_path(77, ROOT)
+    fast = cols._fast
+    assert fast is not None and fast.add(path, ROOT, None, VALUES["v3"], stat.ctime, stat.mtime, 1)
+    declined = (
+        "v2",
+        "v3 binary custom value",
+        "v3 three-byte length",
+        "v3 required field missing",
+        "deleted",
+    )
+    for case in declined:
+        assert not fast.add(path, ROOT, None, VALUES[case], stat.ctime, stat.mtime, 1), case
+    assert len(cols) == 1  # declined values append nothing: the Python decoder takes them
+
+
+def _field(number: int, wire_type: int, payload: bytes) -> bytes:
+    return wire.varint(number << 3 | wire_type) + payload
+
+
+def _len(number: int, payload: bytes) -> bytes:
+    return _field(number, 2, wire.varint(len(payload)) + payload)
+
+
+def _int(number: int, value: int) -> bytes:
+    return _field(number, 0, wire.varint(value & (2**64 - 1)))
+
+
+_TEXT = st.one_of(
+    st.sampled_from(
+        [
+            "",
+            "bk-1:3181",
+            "bk-2:3181",
+            "application",
+            "component",
+            "pulsar/managed-ledger",
+            "pulsar/cursor",
+            "pulsar",
+            "managed-ledger",
+            "t/ns/persistent/x",
+        ]
+    ),
+    st.text(max_size=12),
+).map(lambda s: s.encode("utf-8", "surrogatepass"))
+_BLOB = st.one_of(_TEXT, st.binary(max_size=8))
+_NUMBER = st.one_of(st.integers(-3, 5), st.integers(-(2**63), 2**64 - 1))
+
+
+@st.composite
+def _fields(draw: st.DrawFn) -> bytes:
+    """One encoded LedgerMetadataFormat field, well formed or not."""
+    kind = draw(st.integers(0, 9))
+    if kind <= 3:  # a scalar: quorum, ensemble, length, last entry, state, digest, ack, ctime, cToken
+        return _int(draw(st.sampled_from([1, 2, 3, 4, 5, 7, 9, 10, 12])), draw(_NUMBER))
+    if kind == 4:  # a segment
+        parts = [_len(1, m) for m in draw(st.lists(_TEXT, max_size=4))]
+        if draw(st.booleans()) or draw(st.booleans()):
+            parts.append(_int(2, draw(_NUMBER)))
+        if draw(st.integers(0, 9)) == 0:
+            parts.append(_int(draw(st.integers(3, 40)), 1))
+        return _len(6, b"".join(draw(st.permutations(parts))))
+    if kind == 5:  # a custom metadata entry
+        parts = []
+        if draw(st.integers(0, 5)):
+            parts.append(_len(1, draw(_TEXT)))
+        if draw(st.integers(0, 5)):
+            parts.append(_len(2, draw(_BLOB)))
+        return _len(11, b"".join(parts))
+    if kind == 6:
+        return _len(8, draw(st.binary(max_size=4)))  # password
+    if kind == 7:  # an unknown field of any wire type
+        number = draw(st.integers(13, 2**29 + 5))
+        wt = draw(st.sampled_from([0, 1, 2, 5, 3]))
+        payload = {0: wire.varint(5), 1: b"\0" * 8, 2: wire.varint(2) + b"ab", 5: b"\0" * 4, 3: b""}[wt]
+        return _field(number, wt, payload)
+    if kind == 8:  # a known field with the wrong wire type
+        return _field(draw(st.sampled_from([1, 5, 6, 11])), draw(st.sampled_from([0, 1, 2, 5])), b"\x01" * 8)
+    return draw(st.binary(max_size=6))  # noise
+
+
+@st.composite
+def _values(draw: st.DrawFn) -> bytes:
+    required = [
+        _int(1, draw(st.integers(1, 5))),
+        _int(2, draw(st.integers(1, 5))),
+        _int(3, draw(_NUMBER)),
+        _int(5, draw(st.integers(1, 3))),
+    ]
+    if draw(st.integers(0, 7)) == 0:  # some required fields missing
+        required = draw(st.lists(st.sampled_from(required), max_size=4))
+    body = b"".join(draw(st.permutations([*required, *draw(st.lists(_fields(), max_size=8))])))
+    prefix = wire.varint(len(body))
+    if draw(st.integers(0, 9)) == 0:
+        prefix = draw(st.sampled_from([wire.varint(len(body) + 1), b"\x80" + prefix, b""]))
+    value = wire.bk_header(3) + prefix + body
+    if draw(st.integers(0, 9)) == 0:
+        value = value[: draw(st.integers(0, len(value)))]
+    return value
+
+
+_PATHS = st.one_of(
+    st.integers(0, 2**63 - 1).map(lambda i: wire.ledger_path(i, ROOT)),
+    st.sampled_from(
+        [
+            ROOT + "/00/0000/L12",
+            ROOT + "/999/9999/9999/9999/L9999",
+            "/other/00/0000/L0001",
+            ROOT + "/0a/0000/L0001",
+            ROOT + "//00/0000/L0001",
+            ROOT + "/00/0000/L000١",
+        ]
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(_PATHS, _values(), st.booleans(), st.sampled_from([ROOT, ROOT + "/", ROOT + "//"])),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_the_compiled_path_appends_what_the_python_path_appends(rows: list) -> None:
+    compiled, python = LedgerColumns(), LedgerColumns(compiled=False)
+    assert compiled.compiled and not python.compiled
+    for i, (path, value, known_id, root) in enumerate(rows):
+        lid = 12345 if known_id else None
+        for cols in (compiled, python):
+            cols.add(path, root, lid, value, 1_600_000_000_000 + i, 1_650_000_000_000 + i, i)
+    assert compiled.errors == python.errors
+    assert compiled.take().to_pylist() == python.take().to_pylist()
