@@ -244,30 +244,38 @@ static int64_t ledger_id_of(const char *path, Py_ssize_t n_path, const char *roo
     return id > (uint64_t)INT64_MAX ? -1 : (int64_t)id;
 }
 
+/* The lists and names an Appender holds, one array (indices below). */
+enum {
+    SCALARS = 0,                                /* N_SCALARS column lists, ledger_id .. error */
+    CUSTOM_KEYS = SCALARS + N_SCALARS,          /* bytes: the custom metadata keys with a column */
+    CUSTOM_LISTS = CUSTOM_KEYS + N_CUSTOM_COLUMNS, /* their column lists */
+    BOOKIES = CUSTOM_LISTS + N_CUSTOM_COLUMNS,  /* the nested columns' value, offset and null lists */
+    BOOKIE_ENDS,
+    BOOKIES_NULL,
+    KEYS,
+    VALUES,
+    CUSTOM_ENDS,
+    CUSTOM_NULL,
+    STATES,  /* tuple: OPEN, IN_RECOVERY, CLOSED */
+    DIGESTS, /* tuple: CRC32, HMAC, CRC32C, DUMMY; set last, only when __init__ succeeds */
+    N_REFS
+};
+
 typedef struct {
     PyObject_HEAD
-    PyObject *scalars[N_SCALARS];
-    PyObject *custom_keys[N_CUSTOM_COLUMNS]; /* bytes */
-    PyObject *custom_lists[N_CUSTOM_COLUMNS];
-    PyObject *bookies, *bookie_ends, *bookies_null, *keys, *values, *custom_ends, *custom_null;
-    PyObject *states;  /* tuple: OPEN, IN_RECOVERY, CLOSED */
-    PyObject *digests; /* tuple: CRC32, HMAC, CRC32C, DUMMY */
+    PyObject *refs[N_REFS];
 } Appender;
-
-#define N_OBJECT_FIELDS (N_SCALARS + 2 * N_CUSTOM_COLUMNS + 9)
-
-static PyObject **fields_of(Appender *a) { return a->scalars; }
 
 static void appender_dealloc(Appender *a) {
     PyObject_GC_UnTrack(a);
-    for (int i = 0; i < N_OBJECT_FIELDS; i++)
-        Py_CLEAR(fields_of(a)[i]);
+    for (int i = 0; i < N_REFS; i++)
+        Py_CLEAR(a->refs[i]);
     Py_TYPE(a)->tp_free((PyObject *)a);
 }
 
 static int appender_traverse(Appender *a, visitproc visit, void *arg) {
-    for (int i = 0; i < N_OBJECT_FIELDS; i++)
-        Py_VISIT(fields_of(a)[i]);
+    for (int i = 0; i < N_REFS; i++)
+        Py_VISIT(a->refs[i]);
     return 0;
 }
 
@@ -289,25 +297,23 @@ static int appender_init(Appender *a, PyObject *args, PyObject *kwargs) {
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO", names, &scalars, &custom_keys, &custom_lists, &nested,
                                      &states, &digests))
         return -1;
-    for (int i = 0; i < N_OBJECT_FIELDS; i++)
-        Py_CLEAR(fields_of(a)[i]);
-    if (!take_lists(scalars, a->scalars, N_SCALARS, "scalars") ||
-        !take_lists(custom_keys, a->custom_keys, N_CUSTOM_COLUMNS, "custom_keys") ||
-        !take_lists(custom_lists, a->custom_lists, N_CUSTOM_COLUMNS, "custom_lists") ||
-        !take_lists(nested, &a->bookies, 7, "nested"))
+    for (int i = 0; i < N_REFS; i++)
+        Py_CLEAR(a->refs[i]);
+    if (!take_lists(scalars, a->refs + SCALARS, N_SCALARS, "scalars") ||
+        !take_lists(custom_keys, a->refs + CUSTOM_KEYS, N_CUSTOM_COLUMNS, "custom_keys") ||
+        !take_lists(custom_lists, a->refs + CUSTOM_LISTS, N_CUSTOM_COLUMNS, "custom_lists") ||
+        !take_lists(nested, a->refs + BOOKIES, CUSTOM_NULL - BOOKIES + 1, "nested"))
         return -1;
-    a->states = Py_NewRef(states);
-    a->digests = Py_NewRef(digests);
-    for (int i = 0; i < N_SCALARS; i++)
-        if (!PyList_Check(a->scalars[i])) return PyErr_SetString(PyExc_TypeError, "scalars: lists expected"), -1;
-    for (int i = 0; i < N_CUSTOM_COLUMNS; i++)
-        if (!PyBytes_Check(a->custom_keys[i]) || !PyList_Check(a->custom_lists[i]))
-            return PyErr_SetString(PyExc_TypeError, "custom columns: bytes keys and lists expected"), -1;
-    for (PyObject **p = &a->bookies; p <= &a->custom_null; p++)
-        if (!PyList_Check(*p)) return PyErr_SetString(PyExc_TypeError, "nested: lists expected"), -1;
+    for (int i = SCALARS; i <= CUSTOM_NULL; i++) {
+        int want_bytes = i >= CUSTOM_KEYS && i < CUSTOM_LISTS;
+        if (want_bytes ? !PyBytes_Check(a->refs[i]) : !PyList_Check(a->refs[i]))
+            return PyErr_SetString(PyExc_TypeError, "lists expected (bytes for the custom keys)"), -1;
+    }
     if (!PyTuple_Check(states) || PyTuple_GET_SIZE(states) != 3 || !PyTuple_Check(digests) ||
         PyTuple_GET_SIZE(digests) != 4)
         return PyErr_SetString(PyExc_TypeError, "states: 3 names, digests: 4 names expected"), -1;
+    a->refs[STATES] = Py_NewRef(states);
+    a->refs[DIGESTS] = Py_NewRef(digests); /* last: add() tests it */
     return 0;
 }
 
@@ -379,10 +385,10 @@ static int add_row(Appender *a, PyObject *path, PyObject *root, PyObject *ledger
         }
         goto done;
     }
-    PyObject **c = a->scalars;
+    PyObject **c = a->refs + SCALARS;
     int pushed = PyList_Append(c[0], id_obj) == 0 && PyList_Append(c[1], path) == 0 &&
                  push(c[2], PyLong_FromLong(3)) &&
-                 PyList_Append(c[3], PyTuple_GET_ITEM(a->states, m.state - 1)) == 0 &&
+                 PyList_Append(c[3], PyTuple_GET_ITEM(a->refs[STATES], m.state - 1)) == 0 &&
                  push(c[4], PyLong_FromLong(m.e)) && push(c[5], PyLong_FromLong(m.q)) &&
                  push(c[6], PyLong_FromLong(m.has_ack ? m.ack : m.q)) &&
                  push(c[7], PyLong_FromLongLong(m.length)) &&
@@ -390,27 +396,27 @@ static int add_row(Appender *a, PyObject *path, PyObject *root, PyObject *ledger
                  (m.has_ctime ? push(c[9], PyLong_FromLongLong(m.ctime)) : PyList_Append(c[9], ctime) == 0) &&
                  PyList_Append(c[10], ctime) == 0 && PyList_Append(c[11], mtime) == 0 &&
                  PyList_Append(c[12], version) == 0 &&
-                 PyList_Append(c[13], m.has_digest ? PyTuple_GET_ITEM(a->digests, m.digest - 1) : Py_None) == 0 &&
+                 PyList_Append(c[13], m.has_digest ? PyTuple_GET_ITEM(a->refs[DIGESTS], m.digest - 1) : Py_None) == 0 &&
                  PyList_Append(c[14], Py_None) == 0;
     for (int k = 0; pushed && k < N_CUSTOM_COLUMNS; k++) {
         PyObject *value = Py_None;
-        Bytes want = {(const uint8_t *)PyBytes_AS_STRING(a->custom_keys[k]), PyBytes_GET_SIZE(a->custom_keys[k])};
+        Bytes want = {(const uint8_t *)PyBytes_AS_STRING(a->refs[CUSTOM_KEYS + k]), PyBytes_GET_SIZE(a->refs[CUSTOM_KEYS + k])};
         for (int i = 0; i < m.n_custom; i++) {
             if (same(m.keys[i], want)) {
                 value = values[i];
                 break;
             }
         }
-        pushed = PyList_Append(a->custom_lists[k], value) == 0;
+        pushed = PyList_Append(a->refs[CUSTOM_LISTS + k], value) == 0;
     }
     for (int i = 0; pushed && i < n_members; i++)
-        pushed = PyList_Append(a->bookies, members[i]) == 0;
-    pushed = pushed && push_ssize(a->bookie_ends, PyList_GET_SIZE(a->bookies)) &&
-             PyList_Append(a->bookies_null, Py_False) == 0;
+        pushed = PyList_Append(a->refs[BOOKIES], members[i]) == 0;
+    pushed = pushed && push_ssize(a->refs[BOOKIE_ENDS], PyList_GET_SIZE(a->refs[BOOKIES])) &&
+             PyList_Append(a->refs[BOOKIES_NULL], Py_False) == 0;
     for (int i = 0; pushed && i < n_keys; i++)
-        pushed = PyList_Append(a->keys, keys[i]) == 0 && PyList_Append(a->values, values[i]) == 0;
-    pushed = pushed && push_ssize(a->custom_ends, PyList_GET_SIZE(a->keys)) &&
-             PyList_Append(a->custom_null, Py_False) == 0;
+        pushed = PyList_Append(a->refs[KEYS], keys[i]) == 0 && PyList_Append(a->refs[VALUES], values[i]) == 0;
+    pushed = pushed && push_ssize(a->refs[CUSTOM_ENDS], PyList_GET_SIZE(a->refs[KEYS])) &&
+             PyList_Append(a->refs[CUSTOM_NULL], Py_False) == 0;
     result = pushed ? 1 : -1; /* only a MemoryError stops it half way */
 done:
     Py_DECREF(id_obj);
@@ -428,6 +434,8 @@ done:
 static PyObject *appender_add(Appender *a, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 7)
         return PyErr_Format(PyExc_TypeError, "add() takes 7 arguments (%zd given)", nargs);
+    if (a->refs[DIGESTS] == NULL)
+        return PyErr_Format(PyExc_RuntimeError, "Appender used before __init__ succeeded");
     if (!PyBytes_Check(args[3]))
         Py_RETURN_FALSE;
     int rc = add_row(a, args[0], args[1], args[2], (const uint8_t *)PyBytes_AS_STRING(args[3]),
@@ -455,6 +463,8 @@ static int32_t be32(const uint8_t *p) { return (int32_t)((uint32_t)p[0] << 24 | 
 static PyObject *appender_add_reads(Appender *a, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5)
         return PyErr_Format(PyExc_TypeError, "add_reads() takes 5 arguments (%zd given)", nargs);
+    if (a->refs[DIGESTS] == NULL)
+        return PyErr_Format(PyExc_RuntimeError, "Appender used before __init__ succeeded");
     PyObject *reply = args[0], *paths = args[2], *root = args[4];
     Py_ssize_t off = PyLong_AsSsize_t(args[1]), i = PyLong_AsSsize_t(args[3]);
     if ((off == -1 || i == -1) && PyErr_Occurred())
