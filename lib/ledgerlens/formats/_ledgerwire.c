@@ -1,6 +1,6 @@
 /*
  * Compiled fast path of ledgerlens.sources.zookeeper.LedgerColumns.add: one ledger znode (v3
- * BookKeeper metadata, FORMATS.md "Ledger metadata") decoded straight into the column lists.
+ * BookKeeper metadata, FORMATS.md section 2) decoded straight into the column lists.
  *
  * It takes only the common, clean case and answers False for anything else, having appended
  * nothing: the caller then runs the Python decoder, which names the problem. "Clean" means: the
