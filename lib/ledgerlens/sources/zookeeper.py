@@ -679,13 +679,15 @@ class LedgerColumns:
     def add_reply(self, reply: MultiReadReply, root: str) -> Iterator[NodeRead]:
         """Append the rows of a multiRead reply with the compiled decoder; yields, in order, each read
         it does not take (an error, a vanished node, a value only the Python decoder reads) for the
-        caller to handle before the rest are appended."""
+        caller to handle before the rest are appended. Needs the compiled decoder (:attr:`compiled`)."""
+        fast = self._fast
+        if fast is None:
+            raise ValueError("LedgerColumns.add_reply: the compiled decoder is not in use")
         index, offset = 0, reply.offset
         while index < len(reply.paths):
-            if self._fast is not None:
-                index, offset, stopped = self._fast.add_reads(reply.reply, offset, reply.paths, index, root)
-                if not stopped:
-                    return
+            index, offset, stopped = fast.add_reads(reply.reply, offset, reply.paths, index, root)
+            if not stopped:
+                return
             item = _multi_read_result(reply.reply, offset)
             if item is None:
                 ends = f"{reply.paths[index]}: the multiRead reply ends before its result"
