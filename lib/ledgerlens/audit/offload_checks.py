@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds, raw_finding
+from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.config import AuditConfig
 from ledgerlens.offload.verify import RELATIVE_TO_INDEX
 
@@ -129,6 +130,7 @@ def offload_object_rules(
     owned_tenants: DataFrame,
     config: AuditConfig,
     cluster_name: str | None,
+    keep: Intermediates | None = None,
 ) -> ObjectVerdicts:
     """Findings ``corrupt_offload_object`` / ``foreign_offload_object`` and the non-orphan keys.
 
@@ -144,6 +146,9 @@ def offload_object_rules(
         One column ``tenant``: the tenants of the audited cluster.
     cluster_name
         The audited Pulsar cluster; None when unknown (several or no clusters in the store).
+    keep
+        The audit's intermediates: the objects joined with their references are computed once
+        there (five verdicts read them); None keeps the plan lazy.
     """
     s = segments.filter(F.col("error").isNull()).select(
         "key",
@@ -199,6 +204,8 @@ def offload_object_rules(
         ),
         "left",
     ).drop(refs["uuid"], refs["layout"], refs["key_ledger_id"])
+    if keep is not None:
+        joined = keep.keep(joined, measure=False)
 
     # --- referenced objects of complete offloads: every check
     led = F.filter(F.coalesce("ledgers", F.array()), lambda x: x["ledger_id"] == F.col("ref_ledger_id"))
