@@ -148,7 +148,8 @@ def offload_object_rules(
         The audited Pulsar cluster; None when unknown (several or no clusters in the store).
     keep
         The audit's intermediates: the objects joined with their references are computed once
-        there (five verdicts read them); None keeps the plan lazy.
+        there (the referenced objects' checks and the unreferenced objects' verdicts both read
+        them); None keeps the plan lazy.
     """
     s = segments.filter(F.col("error").isNull()).select(
         "key",

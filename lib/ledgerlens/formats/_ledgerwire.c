@@ -86,18 +86,14 @@ static int skip_field(Buf *b, int wt) {
     switch (wt) {
     case 0:
         return read_varint(b, &v);
-    case 1:
-        if (b->end - b->p < 8)
+    case 1: /* fixed 64 bits */
+    case 5: /* fixed 32 bits */
+        if (b->end - b->p < (wt == 1 ? 8 : 4))
             return 0;
-        b->p += 8;
+        b->p += wt == 1 ? 8 : 4;
         return 1;
     case 2:
         return read_bytes(b, &ignored);
-    case 5:
-        if (b->end - b->p < 4)
-            return 0;
-        b->p += 4;
-        return 1;
     default:
         return 0;
     }
