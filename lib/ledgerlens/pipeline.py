@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,48 +61,42 @@ def blind_spots(tables: dict[str, DataFrame]) -> list[str]:
     The audit's own definition (``ledgerlens.audit.references.blind_spots``), collected for
     re-verification.
     """
+    from ledgerlens.audit.run import inventory_facts
+
+    return managed_ledger_spots(inventory_facts(tables, AuditConfig()).spots)
+
+
+def managed_ledger_spots(spots: Iterable[str]) -> list[str]:
+    """The managed-ledger names or prefixes among the audit's tagged blind spots (``Facts.spots``)."""
     from ledgerlens.audit.names import ANY
     from ledgerlens.audit.references import ML_TAG
-    from ledgerlens.audit.references import blind_spots as spots_of
 
-    row = spots_of(tables["managed_ledgers"], tables["cursors"], tables["schema_ledgers"]).first()
     prefix = f"{ML_TAG}:"
-    return sorted(
-        s[len(prefix) :] for s in (row["spots"] if row else []) if s.startswith(prefix) and s != prefix + ANY
-    )
+    return sorted(s[len(prefix) :] for s in spots if s.startswith(prefix) and s != prefix + ANY)
 
 
-def undecidable(tables: dict[str, DataFrame]) -> dict[str, int]:
-    """What the inventory could not see (the admin API source), for ``summary.json``: counts of
-    schemas without ledger ids, cursors without string properties and offloaded ledgers without a
-    completion state. Empty for metadata-store scans. The audit hides what depends on them
-    (docs/audit-rules.md, "Admin API source")."""
+def undecidable_counts(tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
+    """What the inventory could not see (the admin API source), for ``summary.json``: one-row
+    frames (column ``n``) counting schemas without ledger ids, cursors without string properties
+    and offloaded ledgers without a completion state. All zero for metadata-store scans. The audit
+    hides what depends on them (docs/audit-rules.md, "Admin API source")."""
     from pyspark.sql import functions as F
 
-    from ledgerlens.audit.frames import union_all
-
     unknown = F.col("error").isNull() & F.coalesce(F.col("cursor_properties_unknown"), F.lit(False))
-    counts = [  # one job: a row per count
-        tables["schema_ledgers"]
+    return {
+        "schemas_without_ledger_ids": tables["schema_ledgers"]
         .filter(F.col("error").isNull() & F.col("ledger_id").isNull())
-        .agg(
-            F.lit("schemas_without_ledger_ids").alias("k"), F.count_distinct(F.struct("schema_id")).alias("n")
+        .agg(F.count_distinct(F.struct("schema_id")).alias("n")),
+        "cursors_without_string_properties": tables["cursors"].agg(F.count(F.when(unknown, 1)).alias("n")),
+        "cursors_without_last_active": tables["cursors"].agg(
+            F.count(F.when(unknown & F.col("last_active_ms").isNull(), 1)).alias("n")
         ),
-        tables["cursors"].agg(
-            F.lit("cursors_without_string_properties").alias("k"), F.count(F.when(unknown, 1)).alias("n")
-        ),
-        tables["cursors"].agg(
-            F.lit("cursors_without_last_active").alias("k"),
-            F.count(F.when(unknown & F.col("last_active_ms").isNull(), 1)).alias("n"),
-        ),
-        tables["ml_ledgers"].agg(
-            F.lit("offloads_without_completion_state").alias("k"),
+        "offloads_without_completion_state": tables["ml_ledgers"].agg(
             F.count(F.when(F.col("offload_uuid").isNotNull() & F.col("offload_complete").isNull(), 1)).alias(
                 "n"
-            ),
+            )
         ),
-    ]
-    return {r["k"]: int(r["n"]) for r in union_all(counts).collect() if r["n"]}
+    }
 
 
 DRIVER_FINDINGS = 50_000
@@ -443,6 +438,7 @@ def _audit_phases(
 
     from ledgerlens.audit import gates, order_findings, run_audit, summarize
     from ledgerlens.audit.materialize import release
+    from ledgerlens.audit.run import inventory_facts
     from ledgerlens.collect import load_inventory
     from ledgerlens.errors import ConfigError
     from ledgerlens.reverify import REVERIFIED_KINDS, reverify
@@ -453,11 +449,19 @@ def _audit_phases(
     t1 = time.monotonic()
     bar.begin("audit", label="rules")
     tables = load_inventory(spark, str(out / "inventory"))
+    # one job: the rules' facts, the plausibility probes and the summary's undecidable counts
+    probes, hidden = gates.inventory_probes(tables), undecidable_counts(tables)
+    facts = inventory_facts(tables, audit, counts={**probes, **hidden})
     gates.check_inventory(
-        tables, where=f"zookeeper {zk.hosts if zk else 'stores'}", allow_empty_metadata=allow_empty_metadata
+        tables,
+        where=f"zookeeper {zk.hosts if zk else 'stores'}",
+        allow_empty_metadata=allow_empty_metadata,
+        seen={k: facts.counts[k] for k in probes},
     )
     # computed once (a local checkpoint): re-verification and the write read it, then it is freed
-    findings = run_audit(tables, audit, offload_bucket=s3.bucket if s3 else None, cluster_name=cluster)
+    findings = run_audit(
+        tables, audit, offload_bucket=s3.bucket if s3 else None, cluster_name=cluster, facts=facts
+    )
     candidates_df = findings.filter(F.col("kind").isin(*REVERIFIED_KINDS))
     rest = findings.filter(~F.col("kind").isin(*REVERIFIED_KINDS))
     bk = tables["bk_ledgers"].select(
@@ -480,18 +484,17 @@ def _audit_phases(
         candidates,
         live[0],
         s3,
-        blind_spots=blind_spots(tables),
+        blind_spots=managed_ledger_spots(facts.spots),
         pulsar=live[1],
         deleted_tenants=audit.deleted_tenants,
     )
-    kept_rows = [schemas.to_row(schemas.FINDINGS, r) for r in verdicts.keep]
-    kept = spark.createDataFrame(kept_rows, schemas.FINDINGS)
+    kept = schemas.local_frame(spark, schemas.FINDINGS, verdicts.keep)
     final = order_findings(rest.unionByName(kept))
     suspicion = gates.wrong_root_suspicion(*_missing_share(verdicts.keep, tables))
     if suspicion is not None:
         final = gates.downgrade_missing(final)
     timings["reverify"] = time.monotonic() - t2
-    bar.end(f"{len(kept_rows):,} confirmed, {sum(verdicts.dropped.values()):,} dropped")
+    bar.end(f"{len(verdicts.keep):,} confirmed, {sum(verdicts.dropped.values()):,} dropped")
 
     phase[0] = "write"
     t3 = time.monotonic()
@@ -508,7 +511,7 @@ def _audit_phases(
         "auditor": _auditor(),
         **summarize(final_written),
         "sources": stores.describe(),
-        "undecidable": undecidable(tables),
+        "undecidable": {k: facts.counts[k] for k in hidden if facts.counts[k]},
         "deleted_tenants": sorted(audit.deleted_tenants),
         "foreign_by_tenant": foreign_by_tenant(final_written),
         "inventory_counts": inventory.counts,

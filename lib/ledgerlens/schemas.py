@@ -8,10 +8,13 @@ with ``error`` set and the decoded columns null, and becomes a ``corrupt_metadat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import types as T
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 _S, _L, _I, _B = T.StringType(), T.LongType(), T.IntegerType(), T.BooleanType()
 
@@ -421,3 +424,15 @@ def columns(schema: T.StructType) -> list[str]:
 def to_row(schema: T.StructType, record: Mapping[str, Any]) -> tuple[Any, ...]:
     """A tuple in schema order from a mapping; absent keys become null."""
     return tuple(record.get(f.name) for f in schema.fields)
+
+
+def local_frame(spark: SparkSession, schema: T.StructType, records: Iterable[Mapping[str, Any]]) -> DataFrame:
+    """``records`` (mappings; absent keys are null) as a DataFrame of ``schema``.
+
+    Built in the JVM from Arrow: a list of Python rows would start a Python worker to unpickle them
+    (0.8 s the first time, a tenth of a small audit's rules).
+    """
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return spark.createDataFrame(pa.Table.from_pylist(list(records), schema=to_arrow_schema(schema)))

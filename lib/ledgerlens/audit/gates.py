@@ -165,16 +165,10 @@ def judge_structure(
     return seen
 
 
-def check_inventory(
-    tables: Mapping[str, DataFrame], *, where: str, allow_empty_metadata: bool = False
-) -> dict[str, int]:
-    """Refuse a lopsided inventory: no managed ledger, but offloaded objects or Pulsar ledgers.
-
-    Returns the counts it looked at (``managed_ledgers``, ``pulsar_ledgers``, ``offload_objects``).
-    """
+def inventory_probes(tables: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
+    """The one-row frames (column ``n``: 1 when any row, else 0) ``check_inventory`` looks at, to be
+    computed in one job with other small counts (``audit.facts.collect_facts``)."""
     from pyspark.sql import functions as F
-
-    from ledgerlens.audit.frames import union_all
 
     probes: dict[str, DataFrame] = {}
     mls = tables.get("managed_ledgers")
@@ -187,16 +181,36 @@ def check_inventory(
         )
     if tables.get("offload_objects") is not None:
         probes["offload_objects"] = tables["offload_objects"]
-    nonempty: set[str] = set()
-    if probes:  # one job: a row of each non-empty probe
-        firsts = [df.limit(1).select(F.lit(name).alias("probe")) for name, df in probes.items()]
-        nonempty = {r["probe"] for r in union_all(firsts).collect()}
+    return {name: df.limit(1).agg(F.count(F.lit(1)).alias("n")) for name, df in probes.items()}
+
+
+def check_inventory(
+    tables: Mapping[str, DataFrame],
+    *,
+    where: str,
+    allow_empty_metadata: bool = False,
+    seen: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """Refuse a lopsided inventory: no managed ledger, but offloaded objects or Pulsar ledgers.
+
+    ``seen``: the values of ``inventory_probes(tables)`` when the caller computed them already;
+    None: computed here (one job). Returns the counts it looked at (``managed_ledgers``,
+    ``pulsar_ledgers``, ``offload_objects``: 1 when any, else 0).
+    """
+    from ledgerlens.audit.frames import union_all
+
+    if seen is None:
+        probes = inventory_probes(tables)
+        seen = {}
+        if probes:  # one job: a row of each probe
+            named = [df.selectExpr(f"'{name}' AS k", "n") for name, df in probes.items()]
+            seen = {r["k"]: int(r["n"]) for r in union_all(named).collect()}
     managed, pulsar, objects = (
-        int(n in nonempty) for n in ("managed_ledgers", "pulsar_ledgers", "offload_objects")
+        int(bool(seen.get(n))) for n in ("managed_ledgers", "pulsar_ledgers", "offload_objects")
     )
-    seen = {"managed_ledgers": managed, "pulsar_ledgers": pulsar, "offload_objects": objects}
+    counts = {"managed_ledgers": managed, "pulsar_ledgers": pulsar, "offload_objects": objects}
     if managed or allow_empty_metadata or not (pulsar or objects):
-        return seen
+        return counts
     parts = (("Pulsar ledgers in BookKeeper", pulsar), ("offloaded objects in the bucket", objects))
     found = " and ".join(w for w, n in parts if n)
     raise lopsided_error(where, found)

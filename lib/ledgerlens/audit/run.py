@@ -10,18 +10,12 @@ from pyspark.sql import types as T
 
 from ledgerlens import schemas
 from ledgerlens.audit import rules, suspicious
+from ledgerlens.audit.facts import Facts, collect_facts
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
 from ledgerlens.audit.frames import union_all
 from ledgerlens.audit.materialize import Intermediates, materialized
 from ledgerlens.audit.offload_checks import offload_contexts_of, offload_object_rules
-from ledgerlens.audit.ownership import OWNED, owned_of, tenant_rows
-from ledgerlens.audit.references import (
-    blind_spot_rows,
-    cursor_references,
-    schema_references,
-    spots_of,
-    with_bucket_owners,
-)
+from ledgerlens.audit.references import cursor_references, schema_references, with_bucket_owners
 from ledgerlens.config import AuditConfig
 
 REQUIRED = ("bk_ledgers", "managed_ledgers", "ml_ledgers", "cursors", "schema_ledgers", "namespace_policies")
@@ -47,12 +41,12 @@ def _inputs(
         schema = schemas.INVENTORY[name]
         df = tables.get(name)
         if df is None:
-            df = spark.createDataFrame([], schema)
+            df = schemas.local_frame(spark, schema, [])
         out[name] = df.select(*[_column(df, f) for f in schema.fields])
     name = "pulsar_tenants"
     df = tables.get(name)
     if df is None:
-        df = spark.createDataFrame([], schemas.INVENTORY[name])
+        df = schemas.local_frame(spark, schemas.INVENTORY[name], [])
     out[name] = df.select(*[F.col(f.name).cast(f.dataType) for f in schemas.INVENTORY[name].fields])
     objects = tables.get("offload_objects")
     if objects is not None:
@@ -77,6 +71,7 @@ def run_audit(
     offload_bucket: str | None = None,
     materialize: bool = True,
     cluster_name: str | None = None,
+    facts: Facts | None = None,
 ) -> DataFrame:
     """Apply every rule of docs/audit-rules.md to the inventory; return the sorted findings.
 
@@ -100,6 +95,9 @@ def run_audit(
         reference), so every rule reads them instead of re-planning them, and return the findings
         computed (a local checkpoint; ``materialize.release`` frees it). The intermediates are
         released before returning. ``False`` keeps the whole audit one lazy plan (slower).
+    facts
+        ``inventory_facts`` of these tables and this config, when the caller collected them
+        already (with its own counts); None: collected here (one small job).
 
     Returns
     -------
@@ -107,9 +105,10 @@ def run_audit(
         Exactly the ``schemas.FINDINGS`` columns, ordered by ``order_findings``.
     """
     t, objects, segments = _inputs(tables)
+    facts = facts or collect_facts(t, config.deleted_tenants)
     keep = Intermediates(enabled=materialize)
     try:
-        findings = _audit(t, objects, segments, config, keep, offload_bucket, cluster_name)
+        findings = _audit(t, objects, segments, config, facts, keep, offload_bucket, cluster_name)
         if not materialize:
             return order_findings(findings)
         # computed once, then sorted: a sort samples its input first (range partitioning), which
@@ -131,19 +130,11 @@ def _few_partitions(findings: DataFrame) -> DataFrame:
     return findings.coalesce(n)
 
 
-def _facts(t: dict[str, DataFrame], config: AuditConfig) -> DataFrame:
-    """One row: ``spots`` (``references.blind_spots``) and ``owned`` (``ownership.owned_tenants``),
-    from one aggregate over the tables both read."""
-    none = F.lit(None).cast("string")
-    rows = (
-        blind_spot_rows(t["managed_ledgers"], t["cursors"], t["schema_ledgers"])
-        .select("spot", none.alias("tenant"))
-        .unionByName(tenant_rows(t).select(none.alias("spot"), "tenant"))
-    )
-    agg = rows.agg(F.collect_set("spot").alias("spots"), F.collect_set("tenant").alias("t"))
-    return agg.select(
-        spots_of(F.col("spots")).alias("spots"), owned_of(F.col("t"), config.deleted_tenants).alias(OWNED)
-    )
+def inventory_facts(
+    tables: Mapping[str, DataFrame], config: AuditConfig, counts: Mapping[str, DataFrame] | None = None
+) -> Facts:
+    """The facts ``run_audit`` reads (``audit.facts``), and ``counts`` from the same job."""
+    return collect_facts(_inputs(tables)[0], config.deleted_tenants, counts)
 
 
 def _audit(
@@ -151,13 +142,14 @@ def _audit(
     objects: DataFrame | None,
     segments: DataFrame | None,
     config: AuditConfig,
+    collected: Facts,
     keep: Intermediates,
     offload_bucket: str | None,
     cluster_name: str | None,
 ) -> DataFrame:
     """The findings of ``run_audit``, unordered (a plan over ``keep``'s intermediates)."""
     # one row: the blind spots and the owned tenants, read by the ledger and offload rules
-    facts = keep.keep(_facts(t, config))
+    facts = collected.frame(next(iter(t.values())).sparkSession)
     spots = facts.select("spots")
     ml_refs = rules.managed_ledger_references(t["ml_ledgers"], t["cursors"], t["namespace_policies"], config)
     refs = ml_refs.unionByName(cursor_references(t["cursors"]), allowMissingColumns=True).unionByName(

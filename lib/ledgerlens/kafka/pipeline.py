@@ -70,9 +70,7 @@ def run(
 
     t2 = time.monotonic()
     verdicts = reverify_kafka(candidates, source, inventory.ranges, store)
-    kept = spark.createDataFrame(
-        [schemas.to_row(schemas.FINDINGS, r) for r in verdicts.keep], schemas.FINDINGS
-    )
+    kept = schemas.local_frame(spark, schemas.FINDINGS, verdicts.keep)
     final = order_findings(rest.unionByName(kept))
     timings["reverify"] = time.monotonic() - t2
 
