@@ -76,26 +76,22 @@ def managed_ledger_spots(spots: Iterable[str]) -> list[str]:
 
 
 def undecidable_counts(tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
-    """What the inventory could not see (the admin API source), for ``summary.json``: one-row
-    frames (column ``n``) counting schemas without ledger ids, cursors without string properties
-    and offloaded ledgers without a completion state. All zero for metadata-store scans. The audit
-    hides what depends on them (docs/audit-rules.md, "Admin API source")."""
+    """What the inventory could not see (the admin API source), for ``summary.json``: the rows to
+    count (``audit.facts.collect_facts``) of schemas without ledger ids (distinct schemas), cursors
+    without string properties and offloaded ledgers without a completion state. None for
+    metadata-store scans. The audit hides what depends on them (docs/audit-rules.md, "Admin API
+    source")."""
     from pyspark.sql import functions as F
 
     unknown = F.col("error").isNull() & F.coalesce(F.col("cursor_properties_unknown"), F.lit(False))
+    no_state = F.col("offload_uuid").isNotNull() & F.col("offload_complete").isNull()
     return {
         "schemas_without_ledger_ids": tables["schema_ledgers"]
         .filter(F.col("error").isNull() & F.col("ledger_id").isNull())
-        .agg(F.count_distinct(F.struct("schema_id")).alias("n")),
-        "cursors_without_string_properties": tables["cursors"].agg(F.count(F.when(unknown, 1)).alias("n")),
-        "cursors_without_last_active": tables["cursors"].agg(
-            F.count(F.when(unknown & F.col("last_active_ms").isNull(), 1)).alias("n")
-        ),
-        "offloads_without_completion_state": tables["ml_ledgers"].agg(
-            F.count(F.when(F.col("offload_uuid").isNotNull() & F.col("offload_complete").isNull(), 1)).alias(
-                "n"
-            )
-        ),
+        .select(F.to_json(F.struct("schema_id")).alias("value")),
+        "cursors_without_string_properties": tables["cursors"].filter(unknown),
+        "cursors_without_last_active": tables["cursors"].filter(unknown & F.col("last_active_ms").isNull()),
+        "offloads_without_completion_state": tables["ml_ledgers"].filter(no_state),
     }
 
 
@@ -449,14 +445,15 @@ def _audit_phases(
     t1 = time.monotonic()
     bar.begin("audit", label="rules")
     tables = load_inventory(spark, str(out / "inventory"))
-    # one job: the rules' facts, the plausibility probes and the summary's undecidable counts
-    probes, hidden = gates.inventory_probes(tables), undecidable_counts(tables)
-    facts = inventory_facts(tables, audit, counts={**probes, **hidden})
+    # one job: the rules' facts, the plausibility gate's managed ledgers, the undecidable counts
+    hidden = undecidable_counts(tables)
+    managed = gates.managed_ledger_rows(tables)
+    facts = inventory_facts(tables, audit, counts={**hidden, **({"managed": managed} if managed else {})})
     gates.check_inventory(
         tables,
         where=f"zookeeper {zk.hosts if zk else 'stores'}",
         allow_empty_metadata=allow_empty_metadata,
-        seen={k: facts.counts[k] for k in probes},
+        managed=facts.counts.get("managed"),
     )
     # computed once (a local checkpoint): re-verification and the write read it, then it is freed
     findings = run_audit(

@@ -536,6 +536,61 @@ def test_without_offload_objects_only_offload_rules_are_silent(
     assert got == [f for f in main if f["kind"] not in OFFLOAD_KINDS]
 
 
+def _without_probed_rows(
+    rows: Mapping[str, list[dict[str, Any]]], *, corrupt: bool
+) -> dict[str, list[dict[str, Any]]]:
+    """``rows`` without what the audit probes for before planning a rule that only some clusters
+    need: corrupt rows (``corrupt``), else PIP-76 segments and streaming objects, ``__compaction``
+    cursors and emptied managed-ledger nodes."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, table in rows.items():
+        if corrupt:
+            out[name] = [r for r in table if not r.get("error")]
+            continue
+        kept = list(table)
+        if name == "ml_ledgers":
+            kept = [r for r in kept if not r.get("offload_segments")]
+        if name == "offload_objects":
+            kept = [r for r in kept if r.get("ledger_id") is not None]
+        if name == "cursors":
+            kept = [r for r in kept if r.get("cursor") != "__compaction"]
+        if name == "managed_ledgers":
+            kept = [r for r in kept if r.get("compression") != "EMPTY"]
+        out[name] = kept
+    return out
+
+
+@pytest.mark.parametrize("corrupt", [True, False], ids=["no-corrupt-rows", "no-streaming-compaction-emptied"])
+def test_rules_left_out_for_want_of_rows_change_no_finding(
+    spark: Any, main_rows: dict[str, list[dict[str, Any]]], corrupt: bool
+) -> None:
+    """The facts job probes for the rows a rule needs; a rule without any is left out of the plan.
+    Its findings were provably none: the whole plan finds exactly the same."""
+    from dataclasses import replace
+
+    from ledgerlens.audit.run import inventory_facts
+
+    tables = build(spark, _without_probed_rows(main_rows, corrupt=corrupt))
+    facts = inventory_facts(tables, CFG)
+    assert facts.present is not None
+    absent = (
+        {p for p in facts.present if p.startswith("corrupt:")}
+        if corrupt
+        else facts.present
+        & {
+            "streaming",
+            "compaction",
+            "emptied",
+        }
+    )
+    assert not absent
+    lean = [r.asDict() for r in run_audit(tables, CFG, offload_bucket="tier", facts=facts).collect()]
+    whole = run_audit(tables, CFG, offload_bucket="tier", facts=replace(facts, present=None))
+    assert len(lean) > 20
+    assert {f["kind"] for f in lean} >= ({"orphan_offload_object"} if corrupt else {"unreadable_metadata"})
+    assert lean == [r.asDict() for r in whole.collect()]
+
+
 def test_summarize(spark: Any, main: list[dict[str, Any]]) -> None:
     df = spark.createDataFrame([schemas.to_row(schemas.FINDINGS, f) for f in main], schemas.FINDINGS)
     s = summarize(df)

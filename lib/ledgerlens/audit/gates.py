@@ -165,23 +165,13 @@ def judge_structure(
     return seen
 
 
-def inventory_probes(tables: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
-    """The one-row frames (column ``n``: 1 when any row, else 0) ``check_inventory`` looks at, to be
-    computed in one job with other small counts (``audit.facts.collect_facts``)."""
+def managed_ledger_rows(tables: Mapping[str, DataFrame]) -> DataFrame | None:
+    """The managed ledgers ``check_inventory`` looks for (decoded ones), to be counted in one job
+    with other small counts (``audit.facts.collect_facts``); None without the table."""
     from pyspark.sql import functions as F
 
-    probes: dict[str, DataFrame] = {}
     mls = tables.get("managed_ledgers")
-    if mls is not None:
-        probes["managed_ledgers"] = mls.filter(F.col("error").isNull())
-    bk = tables.get("bk_ledgers")
-    if bk is not None:
-        probes["pulsar_ledgers"] = bk.filter(
-            F.col("managed_ledger").isNotNull() | (F.col("application") == "pulsar")
-        )
-    if tables.get("offload_objects") is not None:
-        probes["offload_objects"] = tables["offload_objects"]
-    return {name: df.limit(1).agg(F.count(F.lit(1)).alias("n")) for name, df in probes.items()}
+    return None if mls is None else mls.filter(F.col("error").isNull())
 
 
 def check_inventory(
@@ -189,31 +179,45 @@ def check_inventory(
     *,
     where: str,
     allow_empty_metadata: bool = False,
-    seen: Mapping[str, int] | None = None,
-) -> dict[str, int]:
+    managed: int | None = None,
+) -> None:
     """Refuse a lopsided inventory: no managed ledger, but offloaded objects or Pulsar ledgers.
 
-    ``seen``: the values of ``inventory_probes(tables)`` when the caller computed them already;
-    None: computed here (one job). Returns the counts it looked at (``managed_ledgers``,
-    ``pulsar_ledgers``, ``offload_objects``: 1 when any, else 0).
+    ``managed``: the count of ``managed_ledger_rows(tables)`` when the caller has it; None: looked
+    up here. BookKeeper and the bucket are probed (one job) only when there is no managed ledger.
     """
+    from pyspark.sql import functions as F
+
     from ledgerlens.audit.frames import union_all
 
-    if seen is None:
-        probes = inventory_probes(tables)
-        seen = {}
-        if probes:  # one job: a row of each probe
-            named = [df.selectExpr(f"'{name}' AS k", "n") for name, df in probes.items()]
-            seen = {r["k"]: int(r["n"]) for r in union_all(named).collect()}
-    managed, pulsar, objects = (
-        int(bool(seen.get(n))) for n in ("managed_ledgers", "pulsar_ledgers", "offload_objects")
+    probes: dict[str, DataFrame] = {}
+    rows = managed_ledger_rows(tables)
+    if managed is None and rows is not None:
+        probes["managed_ledgers"] = rows
+    elif managed:
+        return
+    if allow_empty_metadata:
+        return
+    bk = tables.get("bk_ledgers")
+    if bk is not None:
+        probes["pulsar_ledgers"] = bk.filter(
+            F.col("managed_ledger").isNotNull() | (F.col("application") == "pulsar")
+        )
+    if tables.get("offload_objects") is not None:
+        probes["offload_objects"] = tables["offload_objects"]
+    nonempty: set[str] = set()
+    if probes:  # one job: a row of each non-empty probe
+        firsts = [df.limit(1).select(F.lit(name).alias("probe")) for name, df in probes.items()]
+        nonempty = {r["probe"] for r in union_all(firsts).collect()}
+    if "managed_ledgers" in nonempty:
+        return
+    parts = (
+        ("Pulsar ledgers in BookKeeper", "pulsar_ledgers" in nonempty),
+        ("offloaded objects in the bucket", "offload_objects" in nonempty),
     )
-    counts = {"managed_ledgers": managed, "pulsar_ledgers": pulsar, "offload_objects": objects}
-    if managed or allow_empty_metadata or not (pulsar or objects):
-        return counts
-    parts = (("Pulsar ledgers in BookKeeper", pulsar), ("offloaded objects in the bucket", objects))
     found = " and ".join(w for w, n in parts if n)
-    raise lopsided_error(where, found)
+    if found:
+        raise lopsided_error(where, found)
 
 
 def lopsided_error(where: str, found: str) -> ImplausibleInputError:

@@ -9,6 +9,7 @@ the offload rules).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
@@ -483,6 +484,14 @@ def ledger_rules(
     return findings, step.filter(offloaded).select(*OFFLOAD_ROW)
 
 
+def compaction_cursors(cursors: DataFrame) -> DataFrame:
+    """The ``__compaction`` cursors with a cursor ledger: without one, ``without_compaction_in_flight``
+    keeps every finding."""
+    return cursors.filter(
+        (F.col("cursor") == "__compaction") & (F.col("cursors_ledger_id") >= 0) & F.col("error").isNull()
+    )
+
+
 def without_compaction_in_flight(
     findings: DataFrame,
     cursors: DataFrame,
@@ -503,9 +512,7 @@ def without_compaction_in_flight(
     (``bk_ledgers``): the znode lags behind the cursor ledger by up to a rollover (hours by default),
     and the broker deletes each compacted ledger the next compaction replaces.
     """
-    pending = cursors.filter(
-        (F.col("cursor") == "__compaction") & (F.col("cursors_ledger_id") >= 0) & F.col("error").isNull()
-    ).select(
+    pending = compaction_cursors(cursors).select(
         F.col("managed_ledger").alias("_c_ml"),
         F.col("cursors_ledger_id").alias("_c_lid"),
         F.col("properties").getItem("CompactedTopicLedger").alias("_c_ref"),
@@ -673,18 +680,34 @@ def inactive_cursors(cursors: DataFrame, ml_ledgers: DataFrame, config: AuditCon
     )
 
 
-def corrupt_metadata(tables: dict[str, DataFrame]) -> DataFrame:
-    """``corrupt_metadata``: every inventory row with ``error``, named by its node."""
+_CORRUPT_METADATA = {  # table: component, ledger id, managed ledger, cursor, tenant, namespace columns
+    "bk_ledgers": (None, "ledger_id", None, None, None, None),
+    "managed_ledgers": (_ML, None, "managed_ledger", None, "tenant", "namespace"),
+    "cursors": ("cursor", None, "managed_ledger", "cursor", "tenant", "namespace"),
+    "schema_ledgers": ("schema", "ledger_id", None, None, "tenant", "namespace"),
+    "namespace_policies": (None, None, None, None, "tenant", "namespace"),
+}
+
+
+def corrupt_rows(tables: dict[str, DataFrame]) -> list[tuple[str, DataFrame]]:
+    """The rows ``corrupt_metadata`` reports, per table (probe name ``corrupt:<table>``)."""
+    return [(f"corrupt:{t}", tables[t].filter(F.col("error").isNotNull())) for t in _CORRUPT_METADATA]
+
+
+def corrupt_metadata(
+    tables: dict[str, DataFrame], present: Callable[[str], bool] | None = None
+) -> DataFrame | None:
+    """``corrupt_metadata``: every inventory row with ``error``, named by its node.
+
+    ``present``: whether a probe of ``corrupt_rows`` found a row (tables without one are left out;
+    None when no table has one); None: every table is read.
+    """
     parts = []
-    specs = {
-        "bk_ledgers": (None, "ledger_id", None, None, None, None),
-        "managed_ledgers": (_ML, None, "managed_ledger", None, "tenant", "namespace"),
-        "cursors": ("cursor", None, "managed_ledger", "cursor", "tenant", "namespace"),
-        "schema_ledgers": ("schema", "ledger_id", None, None, "tenant", "namespace"),
-        "namespace_policies": (None, None, None, None, "tenant", "namespace"),
-    }
-    for table, (component, lid, ml, cur, tenant, ns) in specs.items():
-        rows = tables[table].filter(F.col("error").isNotNull())
+    for (probe, rows), (table, (component, lid, ml, cur, tenant, ns)) in zip(
+        corrupt_rows(tables), _CORRUPT_METADATA.items(), strict=True
+    ):
+        if present is not None and not present(probe):
+            continue
 
         def col(name: str | None) -> Column | None:
             return F.col(name) if name else None
@@ -705,7 +728,7 @@ def corrupt_metadata(tables: dict[str, DataFrame]) -> DataFrame:
                 evidence=F.struct(F.lit(table).alias("table"), F.col("error").alias("problem")),
             )
         )
-    return union_all(parts)
+    return union_all(parts) if parts else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -805,6 +828,25 @@ def _key_role(key: Column, role: str) -> Column:
     return F.struct(key.alias("key"), F.lit(role).alias("role"))
 
 
+def _segments() -> Column:
+    """The PIP-76 segments an offloaded ledger names (empty: the per-ledger layout)."""
+    return F.coalesce("offload_segments", F.array())
+
+
+def _streaming_object() -> Column:
+    """An object of the streaming layout (PIP-76): ``<uuid>`` and ``<uuid>-index``."""
+    return F.col("uuid").isNotNull() & (
+        (F.col("layout") == "streaming") | (F.col("layout").isNull() & F.col("ledger_id").isNull())
+    )
+
+
+def streaming_rows(ml_ledgers: DataFrame, objects: DataFrame | None) -> list[DataFrame]:
+    """The rows the streaming half of ``offload_rules`` reads (ledgers naming segments, objects of
+    the streaming layout): without any, it finds nothing."""
+    rows = [ml_ledgers.filter(F.size(_segments()) > 0)]
+    return rows if objects is None else [*rows, objects.filter(_streaming_object())]
+
+
 def offload_rules(
     offloaded: DataFrame,
     objects: DataFrame,
@@ -812,6 +854,8 @@ def offload_rules(
     config: AuditConfig,
     offload_bucket: str | None,
     not_orphans: DataFrame | None = None,
+    *,
+    streaming: bool = True,
 ) -> DataFrame:
     """``orphan_offload_object``, ``missing_offload_object``, ``incomplete_offload``,
     ``offloaded_not_deleted``.
@@ -821,7 +865,8 @@ def offload_rules(
 
     ``offloaded`` are the offloaded ledgers from ``ledger_rules`` (with their BookKeeper facts).
     Per-ledger layout: one full outer join of ledgers and objects grouped by ``(uuid, ledger id)``,
-    then one pass. PIP-76 streaming segments: the same on ``uuid``, then per key / per ledger.
+    then one pass. PIP-76 streaming segments: the same on ``uuid``, then per key / per ledger;
+    ``streaming=False`` (no row of ``streaming_rows``) leaves that half out.
     """
     now = config.as_of_ms
     if offload_bucket:
@@ -858,7 +903,7 @@ def offload_rules(
     else:
         objects = objects.withColumn("no_orphan", F.lit(None).cast("boolean"))
     obj = F.struct("key", "role", "size", "last_modified_ms", "bucket", "layout", "no_orphan")
-    segments = F.coalesce("offload_segments", F.array())
+    segments = _segments()
 
     # Per-ledger layout (PIP-17): <uuid>-ledger-<id> and <uuid>-ledger-<id>-index.
     pl_objects = (
@@ -932,15 +977,10 @@ def offload_rules(
         ),
     )
 
+    if not streaming:
+        return per_ledger
     # Streaming layout (PIP-76): objects <uuid> and <uuid>-index, shared by the segment's ledgers.
-    st_objects = (
-        objects.filter(
-            F.col("uuid").isNotNull()
-            & ((F.col("layout") == "streaming") | (F.col("layout").isNull() & F.col("ledger_id").isNull()))
-        )
-        .groupBy("uuid")
-        .agg(F.collect_list(obj).alias("objects"))
-    )
+    st_objects = objects.filter(_streaming_object()).groupBy("uuid").agg(F.collect_list(obj).alias("objects"))
     seg = off.filter(F.size(segments) > 0).select(
         "*", F.explode("offload_segments").alias("seg"), F.lit(True).alias("ml_row")
     )

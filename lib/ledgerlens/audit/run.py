@@ -105,7 +105,7 @@ def run_audit(
         Exactly the ``schemas.FINDINGS`` columns, ordered by ``order_findings``.
     """
     t, objects, segments = _inputs(tables)
-    facts = facts or collect_facts(t, config.deleted_tenants)
+    facts = facts or collect_facts(t, config.deleted_tenants, probes=_probes(t, objects, segments))
     keep = Intermediates(enabled=materialize)
     try:
         findings = _audit(t, objects, segments, config, facts, keep, offload_bucket, cluster_name)
@@ -134,7 +134,26 @@ def inventory_facts(
     tables: Mapping[str, DataFrame], config: AuditConfig, counts: Mapping[str, DataFrame] | None = None
 ) -> Facts:
     """The facts ``run_audit`` reads (``audit.facts``), and ``counts`` from the same job."""
-    return collect_facts(_inputs(tables)[0], config.deleted_tenants, counts)
+    t, objects, segments = _inputs(tables)
+    return collect_facts(t, config.deleted_tenants, counts, _probes(t, objects, segments))
+
+
+SEGMENTS, STREAMING, COMPACTION, EMPTIED = "segments", "streaming", "compaction", "emptied"
+
+
+def _probes(
+    t: dict[str, DataFrame], objects: DataFrame | None, segments: DataFrame | None
+) -> list[tuple[str, DataFrame]]:
+    """The rows whose absence leaves a rule's plan out (``Facts.present``): corrupt rows per table,
+    verified offload segments, PIP-76 streaming ledgers or objects, ``__compaction`` cursors with a
+    cursor ledger, emptied managed-ledger nodes."""
+    out = rules.corrupt_rows(t)
+    if segments is not None:
+        out.append((SEGMENTS, segments))
+    out += [(STREAMING, rows) for rows in rules.streaming_rows(t["ml_ledgers"], objects)]
+    out.append((COMPACTION, rules.compaction_cursors(t["cursors"])))
+    out.append((EMPTIED, suspicious.emptied_candidates(t["managed_ledgers"])))
+    return out
 
 
 def _audit(
@@ -159,14 +178,13 @@ def _audit(
     ledger_findings, offloaded = rules.ledger_rules(
         joined, facts, config, offload=objects is not None, keep=keep
     )
-    parts = [
-        ledger_findings,
-        rules.inactive_cursors(t["cursors"], t["ml_ledgers"], config),
-        rules.corrupt_metadata(t),
-    ]
+    parts = [ledger_findings, rules.inactive_cursors(t["cursors"], t["ml_ledgers"], config)]
+    corrupt = rules.corrupt_metadata(t, collected.has)
+    if corrupt is not None:
+        parts.append(corrupt)
     if objects is not None and offloaded is not None:
         not_orphans = None
-        if segments is not None and not segments.isEmpty():  # no object verified: nothing to join
+        if segments is not None and collected.has(SEGMENTS):  # no object verified: nothing to join
             tenants = facts.select(F.explode("owned").alias("tenant"))
             contexts = offload_contexts_of(offloaded)
             verdicts = offload_object_rules(segments, contexts, tenants, config, cluster_name, keep=keep)
@@ -174,12 +192,26 @@ def _audit(
             # times over (not_orphans feeds both layouts), half the rules plan of a small audit
             parts.append(keep.keep(verdicts.findings, measure=False))
             not_orphans = keep.keep(verdicts.not_orphans)
-        parts.append(rules.offload_rules(offloaded, objects, spots, config, offload_bucket, not_orphans))
+        parts.append(
+            rules.offload_rules(
+                offloaded,
+                objects,
+                spots,
+                config,
+                offload_bucket,
+                not_orphans,
+                streaming=collected.has(STREAMING),
+            )
+        )
     corrupt_entries = rules.corrupt_bookie_entries(t.get("bucket_snapshots"), t.get("cursor_positions"))
     if corrupt_entries is not None:
         parts.append(corrupt_entries)
     findings = to_findings(with_owners(union_all(parts), t["managed_ledgers"]))
-    findings = suspicious.apply(findings, t["managed_ledgers"], t["bk_ledgers"], config.as_of_ms)
+    findings = suspicious.apply(
+        findings, t["managed_ledgers"], t["bk_ledgers"], config.as_of_ms, emptied=collected.has(EMPTIED)
+    )
+    if not collected.has(COMPACTION):  # no compaction can be in flight
+        return findings
     return rules.without_compaction_in_flight(
         findings, t["cursors"], t.get("cursor_positions"), t["bk_ledgers"]
     )

@@ -38,18 +38,25 @@ def _splice(evidence: Column, extra: Column) -> Column:
     ).otherwise(more)
 
 
+def emptied_candidates(managed_ledgers: DataFrame) -> DataFrame:
+    """Managed-ledger nodes that decode to no ledger although they were rewritten: without one,
+    nothing is emptied."""
+    # 0 bytes; or, read through the admin API (no bytes: compression null), no ledger at all
+    empty = (F.col("compression") == "EMPTY") | (
+        F.col("compression").isNull() & (F.coalesce(F.col("ledger_count"), F.lit(0)) == 0)
+    )
+    return managed_ledgers.filter(F.col("error").isNull() & empty & (F.col("znode_version") > 0))
+
+
 def emptied_nodes(managed_ledgers: DataFrame, bk_ledgers: DataFrame) -> DataFrame:
     """Emptied managed-ledger nodes with the ledgers that still name them.
 
     Columns: ``managed_ledger, path, tenant, namespace, znode_version, znode_mtime_ms,
     owned_ledgers, owned_bytes, oldest_ctime_ms``.
     """
-    # 0 bytes; or, read through the admin API (no bytes: compression null), no ledger at all
-    empty = (F.col("compression") == "EMPTY") | (
-        F.col("compression").isNull() & (F.coalesce(F.col("ledger_count"), F.lit(0)) == 0)
+    nodes = emptied_candidates(managed_ledgers).select(
+        "managed_ledger", "path", "tenant", "namespace", "znode_version", "znode_mtime_ms"
     )
-    nodes = managed_ledgers.filter(F.col("error").isNull() & empty & (F.col("znode_version") > 0))
-    nodes = nodes.select("managed_ledger", "path", "tenant", "namespace", "znode_version", "znode_mtime_ms")
     owned = bk_ledgers.filter(F.col("managed_ledger").isNotNull() & F.col("error").isNull()).select(
         F.col("managed_ledger").alias("owner"), "ledger_id", "length", "ctime_ms"
     )
@@ -101,41 +108,53 @@ def emptied_findings(nodes: DataFrame, now_ms: int) -> DataFrame:
     )
 
 
-def apply(findings: DataFrame, managed_ledgers: DataFrame, bk_ledgers: DataFrame, now_ms: int) -> DataFrame:
+def apply(
+    findings: DataFrame,
+    managed_ledgers: DataFrame,
+    bk_ledgers: DataFrame,
+    now_ms: int,
+    *,
+    emptied: bool = True,
+) -> DataFrame:
     """``findings`` with emptied nodes reported, their ledgers' orphan findings caveated, and
-    ``NoAuth`` rows as ``unreadable_metadata``."""
-    nodes = emptied_nodes(managed_ledgers, bk_ledgers)
-    caveat = nodes.select(
-        F.col("managed_ledger").alias("_emptied_ml"),
-        F.col("path").alias("_emptied_path"),
-        F.col("znode_version").alias("_emptied_version"),
-    )
-    joined = findings.join(
-        F.broadcast(caveat),
-        (findings["kind"] == "orphan_ledger") & (findings["managed_ledger"] == caveat["_emptied_ml"]),
-        "left",
-    )
-    hit = F.col("_emptied_ml").isNotNull()
-    note = F.struct(
-        F.lit(True).alias("owner_emptied"),
-        F.col("_emptied_path").alias("owner_node"),
-        F.col("_emptied_version").alias("owner_znode_version"),
-        F.lit(
-            "the owner's managed-ledger node was emptied (0 bytes, rewritten) while this ledger still names "
-            "it: suspicious metadata, not proof of an orphan; do not delete"
-        ).alias("caveat"),
-    )
+    ``NoAuth`` rows as ``unreadable_metadata``. ``emptied=False`` (no row of
+    ``emptied_candidates``): no node to look for."""
     no_auth = (F.col("kind") == "corrupt_metadata") & F.coalesce(
         F.get_json_object("evidence", "$.problem").rlike(NO_AUTH), F.lit(False)
     )
     auth = F.struct(F.lit(f"ZooKeeper denied the read (NoAuth); {AUTH_HINT}").alias("hint"))
+    evidence = F.when(no_auth, _splice(F.col("evidence"), auth))
+    action, joined = F.col("action"), findings
+    if emptied:
+        nodes = emptied_nodes(managed_ledgers, bk_ledgers)
+        caveat = nodes.select(
+            F.col("managed_ledger").alias("_emptied_ml"),
+            F.col("path").alias("_emptied_path"),
+            F.col("znode_version").alias("_emptied_version"),
+        )
+        joined = findings.join(
+            F.broadcast(caveat),
+            (findings["kind"] == "orphan_ledger") & (findings["managed_ledger"] == caveat["_emptied_ml"]),
+            "left",
+        )
+        hit = F.col("_emptied_ml").isNotNull()
+        note = F.struct(
+            F.lit(True).alias("owner_emptied"),
+            F.col("_emptied_path").alias("owner_node"),
+            F.col("_emptied_version").alias("owner_znode_version"),
+            F.lit(
+                "the owner's managed-ledger node was emptied (0 bytes, rewritten) while this ledger still "
+                "names it: suspicious metadata, not proof of an orphan; do not delete"
+            ).alias("caveat"),
+        )
+        evidence = F.when(hit, _splice(F.col("evidence"), note)).when(
+            no_auth, _splice(F.col("evidence"), auth)
+        )
+        action = F.when(hit, F.lit("investigate")).otherwise(action)
     out = joined.select(
         F.when(no_auth, F.lit(UNREADABLE_KIND)).otherwise(F.col("kind")).alias("kind"),
         *[c for c in findings.columns if c not in ("kind", "evidence", "action")],
-        F.when(hit, _splice(F.col("evidence"), note))
-        .when(no_auth, _splice(F.col("evidence"), auth))
-        .otherwise(F.col("evidence"))
-        .alias("evidence"),
-        F.when(hit, F.lit("investigate")).otherwise(F.col("action")).alias("action"),
+        evidence.otherwise(F.col("evidence")).alias("evidence"),
+        action.alias("action"),
     ).select(*findings.columns)
-    return out.unionByName(emptied_findings(nodes, now_ms))
+    return out.unionByName(emptied_findings(nodes, now_ms)) if emptied else out
