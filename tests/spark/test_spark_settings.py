@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from ledgerlens.spark import SMALL_INVENTORY_ROWS, settings_for_rows, sized_for
+from ledgerlens.spark import INTERPRETED_ROWS, SMALL_INVENTORY_ROWS, settings_for_rows, sized_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.unit]
 
@@ -14,7 +14,10 @@ def test_small_inventories_use_few_partitions_without_adaptive_execution() -> No
     assert settings_for_rows(250, parallelism=2) == {
         "spark.sql.shuffle.partitions": "1",
         "spark.sql.adaptive.enabled": "false",
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     }
+    assert "spark.sql.codegen.factoryMode" not in settings_for_rows(INTERPRETED_ROWS + 1, parallelism=2)
     # one partition per 250,000 rows, at most one per core
     assert settings_for_rows(600_000, parallelism=8)["spark.sql.shuffle.partitions"] == "3"
     assert settings_for_rows(SMALL_INVENTORY_ROWS, parallelism=2)["spark.sql.shuffle.partitions"] == "2"
