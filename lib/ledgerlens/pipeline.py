@@ -23,7 +23,7 @@ from ledgerlens.spark import sized_for
 
 if TYPE_CHECKING:
     import pandas as pd
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
     from ledgerlens.sources.stores import Stores
 
@@ -154,36 +154,24 @@ def _auditor() -> str:
         return "unknown"
 
 
-def foreign_by_tenant(findings: DataFrame) -> dict[str, dict[str, int]]:
+FOREIGN_KINDS = ("foreign_ledger", "foreign_offload_object")
+
+
+def foreign_by_tenant(rows: Iterable[Row]) -> dict[str, dict[str, int]]:
     """Per tenant of another Pulsar cluster (``""``: owner unknown), what it has in the audited stores.
 
     ``{tenant: {"ledgers", "bytes", "objects", "object_bytes"}}`` from the ``foreign_ledger`` and
-    ``foreign_offload_object`` findings.
+    ``foreign_offload_object`` findings (``audit.findings.summary_rows`` with ``FOREIGN_KINDS``).
     """
-    from pyspark.sql import functions as F
-
-    size = F.coalesce("bytes", F.lit(0))
-    ledger, obj = F.col("kind") == "foreign_ledger", F.col("kind") == "foreign_offload_object"
-    rows = (
-        findings.filter(ledger | obj)
-        .groupBy(F.coalesce("tenant", F.lit("")).alias("t"))
-        .agg(
-            F.sum(F.when(ledger, 1).otherwise(0)).alias("n"),
-            F.sum(F.when(ledger, size).otherwise(0)).alias("b"),
-            F.sum(F.when(obj, 1).otherwise(0)).alias("on"),
-            F.sum(F.when(obj, size).otherwise(0)).alias("ob"),
-        )
-        .collect()
-    )
-    return {
-        r["t"]: {
-            "ledgers": int(r["n"]),
-            "bytes": int(r["b"]),
-            "objects": int(r["on"]),
-            "object_bytes": int(r["ob"]),
-        }
-        for r in sorted(rows, key=lambda r: r["t"])
-    }
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if r["kind"] not in FOREIGN_KINDS:
+            continue
+        cell = out.setdefault(r["t"], {"ledgers": 0, "bytes": 0, "objects": 0, "object_bytes": 0})
+        n, b = ("ledgers", "bytes") if r["kind"] == "foreign_ledger" else ("objects", "object_bytes")
+        cell[n] += int(r["n"])
+        cell[b] += int(r["b"] or 0)
+    return dict(sorted(out.items()))
 
 
 def audited_cluster(stores: Any, cluster_name: str | None) -> tuple[str | None, list[str]]:
@@ -432,7 +420,8 @@ def _audit_phases(
     """The phases after collection: rules, re-verification, write."""
     from pyspark.sql import functions as F
 
-    from ledgerlens.audit import gates, order_findings, run_audit, summarize
+    from ledgerlens.audit import gates, order_findings, run_audit
+    from ledgerlens.audit.findings import summary_of, summary_rows
     from ledgerlens.audit.materialize import release
     from ledgerlens.audit.run import inventory_facts
     from ledgerlens.collect import load_inventory
@@ -503,14 +492,15 @@ def _audit_phases(
     timings["total"] = time.monotonic() - t_run
     release(findings)
 
+    rows = summary_rows(final_written, FOREIGN_KINDS)  # one job: both summaries
     summary = {
         "as_of_ms": audit.as_of_ms,
         "auditor": _auditor(),
-        **summarize(final_written),
+        **summary_of(rows),
         "sources": stores.describe(),
         "undecidable": {k: facts.counts[k] for k in hidden if facts.counts[k]},
         "deleted_tenants": sorted(audit.deleted_tenants),
-        "foreign_by_tenant": foreign_by_tenant(final_written),
+        "foreign_by_tenant": foreign_by_tenant(rows),
         "inventory_counts": inventory.counts,
         "s3_scanned": inventory.s3_scanned,
         "cluster_name": cluster,
@@ -541,14 +531,17 @@ def _missing_share(reverified: list[dict[str, Any]], tables: dict[str, DataFrame
     """(distinct missing ledgers, distinct ledgers the metadata references).
 
     ``reverified``: the findings that held on re-verification (every ``missing_ledger`` is one).
+    The referenced ledgers are not counted (0) when too few are missing for any share to matter
+    (``gates.MISSING_MIN``).
     """
     from pyspark.sql import functions as F
 
+    from ledgerlens.audit.gates import MISSING_MIN
     from ledgerlens.audit.references import cursor_references, schema_references
 
     missing = len({r["ledger_id"] for r in reverified if r["kind"] == "missing_ledger"})
-    if missing == 0:
-        return 0, 0
+    if missing <= MISSING_MIN:
+        return missing, 0
     refs = tables["ml_ledgers"].select("ledger_id")
     refs = refs.unionByName(cursor_references(tables["cursors"]).select("ledger_id"))
     refs = refs.unionByName(schema_references(tables["schema_ledgers"]).select("ledger_id"))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from ledgerlens import schemas
@@ -190,34 +191,52 @@ def order_findings(findings: DataFrame) -> DataFrame:
     )
 
 
+def summary_rows(findings: DataFrame, tenant_kinds: Collection[str] = ()) -> list[Row]:
+    """Count ``n`` and bytes ``b`` per kind, severity and (for ``tenant_kinds``' findings, else
+    null) tenant ``t`` (``""``: unknown), collected to the driver (one small job)."""
+    kind = F.col("kind")
+    tenant = (
+        F.when(kind.isin(*tenant_kinds), F.coalesce("tenant", F.lit(""))) if tenant_kinds else F.lit(None)
+    )
+    return (
+        findings.groupBy("kind", "severity", tenant.cast("string").alias("t"))
+        .agg(F.count(F.lit(1)).alias("n"), F.sum(F.coalesce("bytes", F.lit(0))).alias("b"))
+        .collect()
+    )
+
+
 def summarize(findings: DataFrame) -> dict[str, Any]:
     """Counts and bytes by kind and by severity, collected to the driver (one small job).
 
     Returns ``{"total_findings", "counts_by_kind", "counts_by_severity", "bytes_by_kind",
     "bytes_by_severity", "by_kind_severity": [{"kind", "severity", "count", "bytes"}]}``.
     """
-    rows = (
-        findings.groupBy("kind", "severity")
-        .agg(F.count(F.lit(1)).alias("n"), F.sum(F.coalesce("bytes", F.lit(0))).alias("b"))
-        .collect()
-    )
+    return summary_of(summary_rows(findings))
+
+
+def summary_of(rows: Iterable[Row]) -> dict[str, Any]:
+    """``summarize``'s dictionary from ``summary_rows``."""
+    cells: dict[tuple[str, str], list[int]] = {}
+    for r in rows:
+        cell = cells.setdefault((r["kind"], r["severity"]), [0, 0])
+        cell[0] += int(r["n"])
+        cell[1] += int(r["b"] or 0)
     counts_kind: dict[str, int] = {}
     bytes_kind: dict[str, int] = {}
     counts_sev: dict[str, int] = {s: 0 for s in schemas.SEVERITIES}
     bytes_sev: dict[str, int] = {s: 0 for s in schemas.SEVERITIES}
-    cells = []
-    for r in rows:
-        k, s, n, b = r["kind"], r["severity"], int(r["n"]), int(r["b"] or 0)
+    out = []
+    for (k, s), (n, b) in cells.items():
         counts_kind[k] = counts_kind.get(k, 0) + n
         bytes_kind[k] = bytes_kind.get(k, 0) + b
         counts_sev[s] = counts_sev.get(s, 0) + n
         bytes_sev[s] = bytes_sev.get(s, 0) + b
-        cells.append({"kind": k, "severity": s, "count": n, "bytes": b})
+        out.append({"kind": k, "severity": s, "count": n, "bytes": b})
     return {
         "total_findings": sum(counts_kind.values()),
         "counts_by_kind": dict(sorted(counts_kind.items())),
         "counts_by_severity": counts_sev,
         "bytes_by_kind": dict(sorted(bytes_kind.items())),
         "bytes_by_severity": bytes_sev,
-        "by_kind_severity": sorted(cells, key=lambda c: (c["kind"], c["severity"])),
+        "by_kind_severity": sorted(out, key=lambda c: (c["kind"], c["severity"])),
     }

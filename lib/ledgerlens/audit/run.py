@@ -29,6 +29,14 @@ def _column(df: DataFrame, f: T.StructField) -> Column:
     return F.lit(None).cast(f.dataType).alias(f.name)
 
 
+def _declared(df: DataFrame, schema: T.StructType) -> DataFrame:
+    """``df`` with exactly ``schema``'s columns (cast; null when ``df`` predates one); ``df`` itself
+    when it has them already (read with the declared schema: no plan step to analyse)."""
+    if df.schema == schema:
+        return df
+    return df.select(*[_column(df, f) for f in schema.fields])
+
+
 def _inputs(
     tables: Mapping[str, DataFrame],
 ) -> tuple[dict[str, DataFrame], DataFrame | None, DataFrame | None]:
@@ -37,30 +45,18 @@ def _inputs(
         raise ValueError("run_audit: no inventory tables given")
     spark: SparkSession = next(iter(tables.values())).sparkSession
     out: dict[str, DataFrame] = {}
-    for name in REQUIRED:
+    for name in (*REQUIRED, "pulsar_tenants"):
         schema = schemas.INVENTORY[name]
         df = tables.get(name)
-        if df is None:
-            df = schemas.local_frame(spark, schema, [])
-        out[name] = df.select(*[_column(df, f) for f in schema.fields])
-    name = "pulsar_tenants"
-    df = tables.get(name)
-    if df is None:
-        df = schemas.local_frame(spark, schemas.INVENTORY[name], [])
-    out[name] = df.select(*[F.col(f.name).cast(f.dataType) for f in schemas.INVENTORY[name].fields])
-    objects = tables.get("offload_objects")
-    if objects is not None:
-        schema = schemas.OFFLOAD_OBJECTS
-        objects = objects.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
+        out[name] = schemas.local_frame(spark, schema, []) if df is None else _declared(df, schema)
     for name in BOOKIE_TABLES:
         if tables.get(name) is not None:
-            out[name] = tables[name].select(
-                *[F.col(f.name).cast(f.dataType) for f in schemas.INVENTORY[name].fields]
-            )
-    segments = tables.get("offload_segments")
+            out[name] = _declared(tables[name], schemas.INVENTORY[name])
+    objects, segments = tables.get("offload_objects"), tables.get("offload_segments")
+    if objects is not None:
+        objects = _declared(objects, schemas.OFFLOAD_OBJECTS)
     if segments is not None:
-        schema = schemas.OFFLOAD_SEGMENTS
-        segments = segments.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
+        segments = _declared(segments, schemas.OFFLOAD_SEGMENTS)
     return out, objects, segments
 
 
@@ -111,9 +107,12 @@ def run_audit(
         findings = _audit(t, objects, segments, config, facts, keep, offload_bucket, cluster_name)
         if not materialize:
             return order_findings(findings)
-        # computed once, then sorted: a sort samples its input first (range partitioning), which
-        # would run the whole audit plan twice
-        return materialized(order_findings(keep.keep(_few_partitions(findings), measure=False)))
+        findings = _few_partitions(findings)
+        if findings.sparkSession.conf.get("spark.sql.shuffle.partitions") != "1":
+            # computed once, then sorted: a sort into several partitions samples its input first
+            # (range partitioning), which would run the whole audit plan twice
+            findings = keep.keep(findings, measure=False)
+        return materialized(order_findings(findings))
     finally:
         keep.release()
 
