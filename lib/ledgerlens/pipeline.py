@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, Row, SparkSession
 
+    from ledgerlens.audit.frames import Look
     from ledgerlens.sources.stores import Stores
 
 # Owner columns of a ledger, joined onto candidates so re-verification knows what to re-read.
@@ -75,24 +76,34 @@ def managed_ledger_spots(spots: Iterable[str]) -> list[str]:
     return sorted(s[len(prefix) :] for s in spots if s.startswith(prefix) and s != prefix + ANY)
 
 
-def undecidable_counts(tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
-    """What the inventory could not see (the admin API source), for ``summary.json``: the rows to
-    count (``audit.facts.collect_facts``) of schemas without ledger ids (distinct schemas), cursors
-    without string properties and offloaded ledgers without a completion state. None for
+UNDECIDABLE = (
+    "schemas_without_ledger_ids",
+    "cursors_without_string_properties",
+    "cursors_without_last_active",
+    "offloads_without_completion_state",
+)
+
+
+def undecidable_looks() -> list[Look]:
+    """What the inventory could not see (the admin API source), for ``summary.json``: the
+    ``UNDECIDABLE`` looks (``audit.facts``) at schemas without ledger ids (distinct schemas),
+    cursors without string properties and offloaded ledgers without a completion state. None for
     metadata-store scans. The audit hides what depends on them (docs/audit-rules.md, "Admin API
     source")."""
     from pyspark.sql import functions as F
 
+    from ledgerlens.audit.frames import Look
+
     unknown = F.col("error").isNull() & F.coalesce(F.col("cursor_properties_unknown"), F.lit(False))
+    no_ledger = F.col("error").isNull() & F.col("ledger_id").isNull()
     no_state = F.col("offload_uuid").isNotNull() & F.col("offload_complete").isNull()
-    return {
-        "schemas_without_ledger_ids": tables["schema_ledgers"]
-        .filter(F.col("error").isNull() & F.col("ledger_id").isNull())
-        .select(F.to_json(F.struct("schema_id")).alias("value")),
-        "cursors_without_string_properties": tables["cursors"].filter(unknown),
-        "cursors_without_last_active": tables["cursors"].filter(unknown & F.col("last_active_ms").isNull()),
-        "offloads_without_completion_state": tables["ml_ledgers"].filter(no_state),
-    }
+    schemas_, props, active, offloads = UNDECIDABLE
+    return [
+        Look("schema_ledgers", schemas_, no_ledger, F.to_json(F.struct("schema_id"))),
+        Look("cursors", props, unknown),
+        Look("cursors", active, unknown & F.col("last_active_ms").isNull()),
+        Look("ml_ledgers", offloads, no_state),
+    ]
 
 
 DRIVER_FINDINGS = 50_000
@@ -435,14 +446,12 @@ def _audit_phases(
     bar.begin("audit", label="rules")
     tables = load_inventory(spark, str(out / "inventory"))
     # one job: the rules' facts, the plausibility gate's managed ledgers, the undecidable counts
-    hidden = undecidable_counts(tables)
-    managed = gates.managed_ledger_rows(tables)
-    facts = inventory_facts(tables, audit, counts={**hidden, **({"managed": managed} if managed else {})})
+    facts = inventory_facts(tables, audit, [gates.managed_ledger_look(), *undecidable_looks()])
     gates.check_inventory(
         tables,
         where=f"zookeeper {zk.hosts if zk else 'stores'}",
         allow_empty_metadata=allow_empty_metadata,
-        managed=facts.counts.get("managed"),
+        managed=facts.counts[gates.MANAGED] if "managed_ledgers" in tables else None,
     )
     # computed once (a local checkpoint): re-verification and the write read it, then it is freed
     findings = run_audit(
@@ -498,7 +507,7 @@ def _audit_phases(
         "auditor": _auditor(),
         **summary_of(rows),
         "sources": stores.describe(),
-        "undecidable": {k: facts.counts[k] for k in hidden if facts.counts[k]},
+        "undecidable": {k: facts.counts[k] for k in UNDECIDABLE if facts.counts[k]},
         "deleted_tenants": sorted(audit.deleted_tenants),
         "foreign_by_tenant": foreign_by_tenant(rows),
         "inventory_counts": inventory.counts,

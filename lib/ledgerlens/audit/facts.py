@@ -1,11 +1,12 @@
 """The audit's facts: what one small job learns about the inventory before the rules run.
 
-The blind spots (``references.blind_spots``) and the owned tenants (``ownership.owned_tenants``),
-which probes found a row (the audit asks whether any row could reach a rule that only some
-clusters need: without one, the rule's plan is left out, its findings being provably none), and
-any one-row counts the caller wants from the same job (the pipeline's plausibility probes and
-undecidable counts), collected to the driver at once. The rules read the facts back as a one-row
-local table: its size is exact, so Spark broadcasts it, and no intermediate is kept.
+The blind spots (``references.blind_spots``), the owned tenants (``ownership.owned_tenants``), and
+for every other look (``frames.Look``) how many rows it found: the audit looks for the rows a rule
+that only some clusters need would read (without one, that rule's plan is left out, its findings
+being provably none), the pipeline for its plausibility and undecidable counts. Every look of a
+table is read in one pass (each row tagged with the looks it matches), all tables in one
+aggregate. The rules read the facts back as a one-row local table: its size is exact, so Spark
+broadcasts it, and no intermediate is kept.
 """
 
 from __future__ import annotations
@@ -13,16 +14,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ledgerlens import schemas
-from ledgerlens.audit.frames import union_all
-from ledgerlens.audit.ownership import OWNED, owned_of, tenant_rows
-from ledgerlens.audit.references import blind_spot_rows, spots_of
+from ledgerlens.audit.frames import Look, union_all
+from ledgerlens.audit.ownership import OWNED, owned_of
+from ledgerlens.audit.references import spots_of
 
-__all__ = ["FACTS", "Facts", "collect_facts"]
+__all__ = ["FACTS", "SPOT", "TENANT", "Facts", "collect_facts"]
+
+SPOT, TENANT = "spot", "tenant"  # the looks whose values are collected (blind spots, tenants)
 
 FACTS = T.StructType(
     [
@@ -40,14 +43,13 @@ class Facts:
     spots: tuple[str, ...]
     owned: tuple[str, ...]
     counts: Mapping[str, int] = field(default_factory=dict)
-    """The caller's counts (``collect_facts(counts=...)``), by the names it gave."""
+    """Rows found per look (distinct values for a look with a value), by look name."""
     present: frozenset[str] | None = None
-    """The names of the probes (``collect_facts(probes=...)``) that found a row; None: not probed
-    (every probe counts as present)."""
+    """The looks that found a row; None: unknown (every look counts as present)."""
 
-    def has(self, probe: str) -> bool:
-        """Whether ``probe`` found a row (True when nothing was probed)."""
-        return self.present is None or probe in self.present
+    def has(self, look: str) -> bool:
+        """Whether ``look`` found a row (True when unknown)."""
+        return self.present is None or look in self.present
 
     def frame(self, spark: SparkSession) -> DataFrame:
         """The facts as the one-row ``FACTS`` table the rules join."""
@@ -55,59 +57,49 @@ class Facts:
 
 
 def collect_facts(
-    tables: Mapping[str, DataFrame],
-    deleted_tenants: Iterable[str] = (),
-    counts: Mapping[str, DataFrame] | None = None,
-    probes: Sequence[tuple[str, DataFrame]] | None = None,
+    tables: Mapping[str, DataFrame], looks: Sequence[Look], deleted_tenants: Iterable[str] = ()
 ) -> Facts:
-    """The facts of ``tables`` (the audit's inputs, every required table present) in one job: one
-    aggregate over the union of every row it looks at (one scan stage, one shuffle).
-
-    ``counts``: the rows of each frame are counted (its distinct ``value`` column when it has one)
-    and returned under its name in ``Facts.counts``. ``probes``: (name, rows) pairs; a name is in
-    ``Facts.present`` when any of its frames has a row.
-    """
+    """The facts of ``tables`` (the audit's inputs) in one job: ``SPOT`` and ``TENANT`` looks give the
+    blind spots and the owned tenants (with ``deleted_tenants``), every other look its count.
+    Looks at a table absent from ``tables`` find nothing."""
     none = F.lit(None).cast("string")
-
-    def tagged(
-        df: DataFrame, *, spot: Column = none, tenant: Column = none, probe: str | None = None
-    ) -> DataFrame:
-        value = F.col("value").cast("string") if "value" in df.columns else none
-        return df.select(
-            spot.alias("spot"),
-            tenant.alias("tenant"),
-            F.lit(probe).cast("string").alias("probe"),
-            value.alias("value"),
+    by_table: dict[str, list[Look]] = {}
+    for look in looks:
+        if look.table in tables:
+            by_table.setdefault(look.table, []).append(look)
+    parts = []
+    for table, mine in by_table.items():
+        tags = F.array(
+            *[
+                F.when(
+                    k.where,
+                    F.struct(F.lit(k.name).alias("k"), (none if k.value is None else k.value).alias("v")),
+                )
+                for k in mine
+            ]
         )
-
-    parts = [
-        tagged(
-            blind_spot_rows(tables["managed_ledgers"], tables["cursors"], tables["schema_ledgers"]),
-            spot=F.col("spot"),
-        ),
-        tagged(tenant_rows(tables), tenant=F.col("tenant")),
-    ]
-    parts += [tagged(df, probe=name) for name, df in probes or ()]
-    parts += [tagged(df, probe=f"#{name}") for name, df in (counts or {}).items()]
-    probe = F.col("probe")
+        parts.append(tables[table].select(F.explode(F.filter(tags, lambda t: t.isNotNull())).alias("t")))
+    counted = sorted({k.name for k in looks} - {SPOT, TENANT})
+    distinct = {k.name for k in looks if k.value is not None}
+    k, v = F.col("t.k"), F.col("t.v")
     numbers = [
         (
-            F.size(F.collect_set(F.when(probe == f"#{name}", F.col("value"))))
-            if "value" in df.columns
-            else F.count(F.when(probe == f"#{name}", 1))
+            F.size(F.collect_set(F.when(k == name, v))) if name in distinct else F.count(F.when(k == name, 1))
         ).alias(f"n{i}")
-        for i, (name, df) in enumerate((counts or {}).items())
+        for i, name in enumerate(counted)
     ]
     row = (
         union_all(parts)
         .agg(
-            spots_of(F.collect_set("spot")).alias("spots"),
-            owned_of(F.collect_set("tenant"), deleted_tenants).alias(OWNED),
-            F.collect_set(F.when(~probe.startswith("#"), probe)).alias("present"),
+            spots_of(F.collect_set(F.when(k == SPOT, v))).alias("spots"),
+            owned_of(F.collect_set(F.when(k == TENANT, v)), deleted_tenants).alias(OWNED),
             *numbers,
         )
         .collect()[0]
+        if parts
+        else None
     )
-    found = {name: int(row[f"n{i}"]) for i, name in enumerate(counts or {})}
-    present = frozenset(row["present"] or ()) if probes is not None else None
-    return Facts(tuple(row["spots"] or ()), tuple(row[OWNED] or ()), found, present)
+    counts = {name: int(row[f"n{i}"]) if row else 0 for i, name in enumerate(counted)}
+    spots = tuple(row["spots"] or ()) if row else ()
+    owned = tuple(row[OWNED] or ()) if row else tuple(sorted(set(deleted_tenants)))
+    return Facts(spots, owned, counts, frozenset(n for n, c in counts.items() if c))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import reduce
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 
-__all__ = ["union_all"]
+__all__ = ["Look", "rows_of", "union_all"]
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame:
@@ -15,3 +16,25 @@ def union_all(frames: Sequence[DataFrame]) -> DataFrame:
     if not frames:
         raise ValueError("union_all: no frames")
     return reduce(DataFrame.unionByName, frames)
+
+
+@dataclass(frozen=True)
+class Look:
+    """The rows of one inventory table where ``where`` holds, under ``name``, with an optional
+    ``value`` (a string column). Looks are declared next to the rule that reads those rows; the
+    audit's facts job (``audit.facts``) reads every look of a table in one pass."""
+
+    table: str
+    name: str
+    where: Column
+    value: Column | None = None
+
+
+def rows_of(tables: Mapping[str, DataFrame], looks: Sequence[Look], column: str) -> DataFrame:
+    """The ``value`` of every row of ``looks`` (tables absent from ``tables`` skipped) as ``column``."""
+    parts = [
+        tables[k.table].filter(k.where).select(k.value.alias(column))
+        for k in looks
+        if k.table in tables and k.value is not None
+    ]
+    return union_all(parts)

@@ -28,6 +28,8 @@ from ledgerlens.errors import LedgerLensError, SourceError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from ledgerlens.audit.frames import Look
+
 BOOKKEEPER_NODES = ("LAYOUT", "available")
 MISSING_SHARE = 0.05  # of the distinct ledgers the metadata references
 MISSING_MIN = 10  # distinct missing ledgers
@@ -165,13 +167,17 @@ def judge_structure(
     return seen
 
 
-def managed_ledger_rows(tables: Mapping[str, DataFrame]) -> DataFrame | None:
-    """The managed ledgers ``check_inventory`` looks for (decoded ones), to be counted in one job
-    with other small counts (``audit.facts.collect_facts``); None without the table."""
+MANAGED = "managed_ledgers"  # the look of managed_ledger_look
+
+
+def managed_ledger_look() -> Look:
+    """The managed ledgers ``check_inventory`` looks for (decoded ones), counted with the audit's
+    facts (``audit.facts``)."""
     from pyspark.sql import functions as F
 
-    mls = tables.get("managed_ledgers")
-    return None if mls is None else mls.filter(F.col("error").isNull())
+    from ledgerlens.audit.frames import Look
+
+    return Look("managed_ledgers", MANAGED, F.col("error").isNull())
 
 
 def check_inventory(
@@ -183,17 +189,17 @@ def check_inventory(
 ) -> None:
     """Refuse a lopsided inventory: no managed ledger, but offloaded objects or Pulsar ledgers.
 
-    ``managed``: the count of ``managed_ledger_rows(tables)`` when the caller has it; None: looked
-    up here. BookKeeper and the bucket are probed (one job) only when there is no managed ledger.
+    ``managed``: the count of ``managed_ledger_look`` when the caller has it; None: looked up
+    here. BookKeeper and the bucket are probed (one job) only when there is no managed ledger.
     """
     from pyspark.sql import functions as F
 
     from ledgerlens.audit.frames import union_all
 
     probes: dict[str, DataFrame] = {}
-    rows = managed_ledger_rows(tables)
-    if managed is None and rows is not None:
-        probes["managed_ledgers"] = rows
+    mls = tables.get("managed_ledgers")
+    if managed is None and mls is not None:
+        probes["managed_ledgers"] = mls.filter(managed_ledger_look().where)
     elif managed:
         return
     if allow_empty_metadata:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ledgerlens.audit.frames import union_all
+from ledgerlens.audit.frames import Look, rows_of
 
 __all__ = [
     "OWNED",
@@ -49,11 +49,16 @@ def tenant_of_name(name: Column) -> Column:
     return F.when(name.isNotNull() & (first != ""), first)
 
 
+def tenant_looks() -> list[Look]:
+    """The tenant names of the ownership tables (``tenant`` looks, value the name)."""
+    named = F.col("tenant").isNotNull() & (F.col("tenant") != "")
+    return [Look(t, "tenant", named, F.col("tenant")) for t in OWNERSHIP_TABLES]
+
+
 def _tenants(tables: Mapping[str, DataFrame]) -> DataFrame:
-    parts = [tables[t].select("tenant") for t in OWNERSHIP_TABLES if t in tables]
-    if not parts:
+    if not any(t in tables for t in OWNERSHIP_TABLES):
         raise ValueError("ownership: none of the Pulsar inventory tables was given")
-    return union_all(parts).filter(F.col("tenant").isNotNull() & (F.col("tenant") != ""))
+    return rows_of(tables, tenant_looks(), "tenant")
 
 
 def tenant_rows(tables: Mapping[str, DataFrame]) -> DataFrame:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ledgerlens.audit.frames import Look, rows_of
 from ledgerlens.audit.names import ANY, name_prefixes
 
 DELAYED_BUCKET_PREFIX = "#pulsar.internal.delayed.bucket_"
@@ -114,31 +115,35 @@ def schema_references(schema_ledgers: DataFrame) -> DataFrame:
     )
 
 
-def _spots(df: DataFrame, name: str, tag: str) -> DataFrame:
-    norm = F.coalesce(F.regexp_replace(F.col(name), "/+$", ""), F.lit(""))
-    return df.filter(F.col("error").isNotNull()).select(F.concat(F.lit(f"{tag}:"), norm).alias("spot"))
+def blind_spot_looks() -> list[Look]:
+    """The rows that are blind spots (``spot`` looks, value the tagged name): see :func:`blind_spots`."""
 
+    def spots(table: str, name: str, tag: str) -> Look:  # rows that did not decode
+        norm = F.coalesce(F.regexp_replace(F.col(name), "/+$", ""), F.lit(""))
+        return Look(table, "spot", F.col("error").isNotNull(), F.concat(F.lit(f"{tag}:"), norm))
 
-def _true(name: str) -> Column:
-    return F.coalesce(F.col(name), F.lit(False))
+    def unknown(table: str, where: Column, name: str, tag: str) -> Look:  # read, not fully seen (admin API)
+        value = F.concat(F.lit(f"{tag}:"), F.coalesce(F.col(name), F.lit("")))
+        return Look(table, "spot", F.col("error").isNull() & where, value)
 
-
-def _unknown(df: DataFrame, unknown: Column, name: str, tag: str) -> DataFrame:
-    """Rows a source could read but not fully see (the admin API): ``<tag>:<name>``."""
-    return df.filter(F.col("error").isNull() & unknown).select(
-        F.concat(F.lit(f"{tag}:"), F.coalesce(F.col(name), F.lit(""))).alias("spot")
-    )
+    return [
+        spots("managed_ledgers", "managed_ledger", ML_TAG),
+        spots("cursors", "managed_ledger", ML_TAG),
+        spots("schema_ledgers", "schema_id", SCHEMA_TAG),
+        unknown("schema_ledgers", F.col("ledger_id").isNull(), "schema_id", SCHEMA_TAG),
+        unknown(
+            "cursors",
+            F.coalesce(F.col("cursor_properties_unknown"), F.lit(False)),
+            "managed_ledger",
+            BUCKET_TAG,
+        ),
+    ]
 
 
 def blind_spot_rows(managed_ledgers: DataFrame, cursors: DataFrame, schema_ledgers: DataFrame) -> DataFrame:
     """One row per blind spot (column ``spot``, repeats possible): see :func:`blind_spots`."""
-    spots = _spots(managed_ledgers, "managed_ledger", ML_TAG).unionByName(
-        _spots(cursors, "managed_ledger", ML_TAG)
-    )
-    spots = spots.unionByName(_spots(schema_ledgers, "schema_id", SCHEMA_TAG))
-    return spots.unionByName(
-        _unknown(schema_ledgers, F.col("ledger_id").isNull(), "schema_id", SCHEMA_TAG)
-    ).unionByName(_unknown(cursors, _true("cursor_properties_unknown"), "managed_ledger", BUCKET_TAG))
+    tables = {"managed_ledgers": managed_ledgers, "cursors": cursors, "schema_ledgers": schema_ledgers}
+    return rows_of(tables, blind_spot_looks(), "spot")
 
 
 def spots_of(collected: Column) -> Column:

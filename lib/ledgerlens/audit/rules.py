@@ -16,7 +16,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds, explode_findings, finding, raw_finding
-from ledgerlens.audit.frames import union_all
+from ledgerlens.audit.frames import Look, union_all
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.audit.names import ANY, ml_namespace, topic_to_ml
 from ledgerlens.audit.ownership import is_owned, tenant_of_name
@@ -486,12 +486,15 @@ def ledger_rules(
     return findings, step.filter(offloaded).select(*OFFLOAD_ROW)
 
 
-def compaction_cursors(cursors: DataFrame) -> DataFrame:
-    """The ``__compaction`` cursors with a cursor ledger: without one, ``without_compaction_in_flight``
-    keeps every finding."""
-    return cursors.filter(
-        (F.col("cursor") == "__compaction") & (F.col("cursors_ledger_id") >= 0) & F.col("error").isNull()
-    )
+COMPACTION = "compaction"  # the look of compaction_look
+STREAMING = "streaming"  # the looks of streaming_looks
+
+
+def compaction_look() -> Look:
+    """The ``__compaction`` cursors with a cursor ledger (look ``compaction``): without one,
+    ``without_compaction_in_flight`` keeps every finding."""
+    where = (F.col("cursor") == "__compaction") & (F.col("cursors_ledger_id") >= 0) & F.col("error").isNull()
+    return Look("cursors", COMPACTION, where)
 
 
 def without_compaction_in_flight(
@@ -514,7 +517,7 @@ def without_compaction_in_flight(
     (``bk_ledgers``): the znode lags behind the cursor ledger by up to a rollover (hours by default),
     and the broker deletes each compacted ledger the next compaction replaces.
     """
-    pending = compaction_cursors(cursors).select(
+    pending = cursors.filter(compaction_look().where).select(
         F.col("managed_ledger").alias("_c_ml"),
         F.col("cursors_ledger_id").alias("_c_lid"),
         F.col("properties").getItem("CompactedTopicLedger").alias("_c_ref"),
@@ -691,9 +694,9 @@ _CORRUPT_METADATA = {  # table: component, ledger id, managed ledger, cursor, te
 }
 
 
-def corrupt_rows(tables: dict[str, DataFrame]) -> list[tuple[str, DataFrame]]:
-    """The rows ``corrupt_metadata`` reports, per table (probe name ``corrupt:<table>``)."""
-    return [(f"corrupt:{t}", tables[t].filter(F.col("error").isNotNull())) for t in _CORRUPT_METADATA]
+def corrupt_looks() -> list[Look]:
+    """The rows ``corrupt_metadata`` reports, per table (look ``corrupt:<table>``)."""
+    return [Look(t, f"corrupt:{t}", F.col("error").isNotNull()) for t in _CORRUPT_METADATA]
 
 
 def corrupt_metadata(
@@ -701,15 +704,16 @@ def corrupt_metadata(
 ) -> DataFrame | None:
     """``corrupt_metadata``: every inventory row with ``error``, named by its node.
 
-    ``present``: whether a probe of ``corrupt_rows`` found a row (tables without one are left out;
+    ``present``: whether a look of ``corrupt_looks`` found a row (tables without one are left out;
     None when no table has one); None: every table is read.
     """
     parts = []
-    for (probe, rows), (table, (component, lid, ml, cur, tenant, ns)) in zip(
-        corrupt_rows(tables), _CORRUPT_METADATA.items(), strict=True
+    for look, (component, lid, ml, cur, tenant, ns) in zip(
+        corrupt_looks(), _CORRUPT_METADATA.values(), strict=True
     ):
-        if present is not None and not present(probe):
+        if present is not None and not present(look.name):
             continue
+        rows = tables[look.table].filter(look.where)
 
         def col(name: str | None) -> Column | None:
             return F.col(name) if name else None
@@ -727,7 +731,7 @@ def corrupt_metadata(
                 path=F.col("path"),
                 tenant=col(tenant),
                 namespace=col(ns),
-                evidence=F.struct(F.lit(table).alias("table"), F.col("error").alias("problem")),
+                evidence=F.struct(F.lit(look.table).alias("table"), F.col("error").alias("problem")),
             )
         )
     return union_all(parts) if parts else None
@@ -842,11 +846,13 @@ def _streaming_object() -> Column:
     )
 
 
-def streaming_rows(ml_ledgers: DataFrame, objects: DataFrame | None) -> list[DataFrame]:
-    """The rows the streaming half of ``offload_rules`` reads (ledgers naming segments, objects of
-    the streaming layout): without any, it finds nothing."""
-    rows = [ml_ledgers.filter(F.size(_segments()) > 0)]
-    return rows if objects is None else [*rows, objects.filter(_streaming_object())]
+def streaming_looks() -> list[Look]:
+    """The rows the streaming half of ``offload_rules`` reads (look ``streaming``: ledgers naming
+    segments, objects of the streaming layout): without any, it finds nothing."""
+    return [
+        Look("ml_ledgers", STREAMING, F.size(_segments()) > 0),
+        Look("offload_objects", STREAMING, _streaming_object()),
+    ]
 
 
 def offload_rules(
@@ -868,7 +874,7 @@ def offload_rules(
     ``offloaded`` are the offloaded ledgers from ``ledger_rules`` (with their BookKeeper facts).
     Per-ledger layout: one full outer join of ledgers and objects grouped by ``(uuid, ledger id)``,
     then one pass. PIP-76 streaming segments: the same on ``uuid``, then per key / per ledger;
-    ``streaming=False`` (no row of ``streaming_rows``) leaves that half out.
+    ``streaming=False`` (no row of ``streaming_looks``) leaves that half out.
     """
     now = config.as_of_ms
     if offload_bucket:

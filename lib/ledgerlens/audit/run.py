@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -12,10 +12,16 @@ from ledgerlens import schemas
 from ledgerlens.audit import rules, suspicious
 from ledgerlens.audit.facts import Facts, collect_facts
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
-from ledgerlens.audit.frames import union_all
+from ledgerlens.audit.frames import Look, union_all
 from ledgerlens.audit.materialize import Intermediates, materialized
 from ledgerlens.audit.offload_checks import offload_contexts_of, offload_object_rules
-from ledgerlens.audit.references import cursor_references, schema_references, with_bucket_owners
+from ledgerlens.audit.ownership import tenant_looks
+from ledgerlens.audit.references import (
+    blind_spot_looks,
+    cursor_references,
+    schema_references,
+    with_bucket_owners,
+)
 from ledgerlens.config import AuditConfig
 
 REQUIRED = ("bk_ledgers", "managed_ledgers", "ml_ledgers", "cursors", "schema_ledgers", "namespace_policies")
@@ -101,7 +107,7 @@ def run_audit(
         Exactly the ``schemas.FINDINGS`` columns, ordered by ``order_findings``.
     """
     t, objects, segments = _inputs(tables)
-    facts = facts or collect_facts(t, config.deleted_tenants, probes=_probes(t, objects, segments))
+    facts = facts or _facts(t, objects, segments, config)
     keep = Intermediates(enabled=materialize)
     try:
         findings = _audit(t, objects, segments, config, facts, keep, offload_bucket, cluster_name)
@@ -130,29 +136,39 @@ def _few_partitions(findings: DataFrame) -> DataFrame:
 
 
 def inventory_facts(
-    tables: Mapping[str, DataFrame], config: AuditConfig, counts: Mapping[str, DataFrame] | None = None
+    tables: Mapping[str, DataFrame], config: AuditConfig, looks: Sequence[Look] = ()
 ) -> Facts:
-    """The facts ``run_audit`` reads (``audit.facts``), and ``counts`` from the same job."""
-    t, objects, segments = _inputs(tables)
-    return collect_facts(t, config.deleted_tenants, counts, _probes(t, objects, segments))
+    """The facts ``run_audit`` reads (``audit.facts``), and the counts of ``looks`` from the same job."""
+    return _facts(*_inputs(tables), config, looks)
 
 
-SEGMENTS, STREAMING, COMPACTION, EMPTIED = "segments", "streaming", "compaction", "emptied"
+SEGMENTS = "segments"  # the look of verified offload segments
 
 
-def _probes(
-    t: dict[str, DataFrame], objects: DataFrame | None, segments: DataFrame | None
-) -> list[tuple[str, DataFrame]]:
-    """The rows whose absence leaves a rule's plan out (``Facts.present``): corrupt rows per table,
-    verified offload segments, PIP-76 streaming ledgers or objects, ``__compaction`` cursors with a
-    cursor ledger, emptied managed-ledger nodes."""
-    out = rules.corrupt_rows(t)
+def _facts(
+    t: dict[str, DataFrame],
+    objects: DataFrame | None,
+    segments: DataFrame | None,
+    config: AuditConfig,
+    extra: Sequence[Look] = (),
+) -> Facts:
+    """The rules' facts: blind spots, owned tenants and the looks whose absence leaves a rule's plan
+    out (``Facts.present``): corrupt rows per table, verified offload segments, PIP-76 streaming
+    ledgers or objects, ``__compaction`` cursors with a cursor ledger, emptied managed-ledger nodes."""
+    looks = [
+        *blind_spot_looks(),
+        *tenant_looks(),
+        *rules.corrupt_looks(),
+        Look("offload_segments", SEGMENTS, F.lit(True)),
+        *rules.streaming_looks(),
+        rules.compaction_look(),
+        suspicious.emptied_look(),
+        *extra,
+    ]
+    tables = {**t, **({"offload_objects": objects} if objects is not None else {})}
     if segments is not None:
-        out.append((SEGMENTS, segments))
-    out += [(STREAMING, rows) for rows in rules.streaming_rows(t["ml_ledgers"], objects)]
-    out.append((COMPACTION, rules.compaction_cursors(t["cursors"])))
-    out.append((EMPTIED, suspicious.emptied_candidates(t["managed_ledgers"])))
-    return out
+        tables["offload_segments"] = segments
+    return collect_facts(tables, looks, config.deleted_tenants)
 
 
 def _audit(
@@ -199,7 +215,7 @@ def _audit(
                 config,
                 offload_bucket,
                 not_orphans,
-                streaming=collected.has(STREAMING),
+                streaming=collected.has(rules.STREAMING),
             )
         )
     corrupt_entries = rules.corrupt_bookie_entries(t.get("bucket_snapshots"), t.get("cursor_positions"))
@@ -207,9 +223,13 @@ def _audit(
         parts.append(corrupt_entries)
     findings = to_findings(with_owners(union_all(parts), t["managed_ledgers"]))
     findings = suspicious.apply(
-        findings, t["managed_ledgers"], t["bk_ledgers"], config.as_of_ms, emptied=collected.has(EMPTIED)
+        findings,
+        t["managed_ledgers"],
+        t["bk_ledgers"],
+        config.as_of_ms,
+        emptied=collected.has(suspicious.EMPTIED),
     )
-    if not collected.has(COMPACTION):  # no compaction can be in flight
+    if not collected.has(rules.COMPACTION):  # no compaction can be in flight
         return findings
     return rules.without_compaction_in_flight(
         findings, t["cursors"], t.get("cursor_positions"), t["bk_ledgers"]

@@ -20,10 +20,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds
+from ledgerlens.audit.frames import Look
 from ledgerlens.audit.gates import AUTH_HINT
 
 EMPTIED_KIND = "emptied_managed_ledger"
 UNREADABLE_KIND = "unreadable_metadata"
+EMPTIED = "emptied"  # the look of emptied_look
 NO_AUTH = r"(^|[^A-Za-z])NoAuth"  # kazoo's NoAuthError, in the inventory's error text
 
 
@@ -38,14 +40,14 @@ def _splice(evidence: Column, extra: Column) -> Column:
     ).otherwise(more)
 
 
-def emptied_candidates(managed_ledgers: DataFrame) -> DataFrame:
-    """Managed-ledger nodes that decode to no ledger although they were rewritten: without one,
-    nothing is emptied."""
+def emptied_look() -> Look:
+    """Managed-ledger nodes that decode to no ledger although they were rewritten (look
+    ``emptied``): without one, nothing is emptied."""
     # 0 bytes; or, read through the admin API (no bytes: compression null), no ledger at all
     empty = (F.col("compression") == "EMPTY") | (
         F.col("compression").isNull() & (F.coalesce(F.col("ledger_count"), F.lit(0)) == 0)
     )
-    return managed_ledgers.filter(F.col("error").isNull() & empty & (F.col("znode_version") > 0))
+    return Look("managed_ledgers", EMPTIED, F.col("error").isNull() & empty & (F.col("znode_version") > 0))
 
 
 def emptied_nodes(managed_ledgers: DataFrame, bk_ledgers: DataFrame) -> DataFrame:
@@ -54,7 +56,7 @@ def emptied_nodes(managed_ledgers: DataFrame, bk_ledgers: DataFrame) -> DataFram
     Columns: ``managed_ledger, path, tenant, namespace, znode_version, znode_mtime_ms,
     owned_ledgers, owned_bytes, oldest_ctime_ms``.
     """
-    nodes = emptied_candidates(managed_ledgers).select(
+    nodes = managed_ledgers.filter(emptied_look().where).select(
         "managed_ledger", "path", "tenant", "namespace", "znode_version", "znode_mtime_ms"
     )
     owned = bk_ledgers.filter(F.col("managed_ledger").isNotNull() & F.col("error").isNull()).select(
@@ -118,7 +120,7 @@ def apply(
 ) -> DataFrame:
     """``findings`` with emptied nodes reported, their ledgers' orphan findings caveated, and
     ``NoAuth`` rows as ``unreadable_metadata``. ``emptied=False`` (no row of
-    ``emptied_candidates``): no node to look for."""
+    ``emptied_look``): no node to look for."""
     no_auth = (F.col("kind") == "corrupt_metadata") & F.coalesce(
         F.get_json_object("evidence", "$.problem").rlike(NO_AUTH), F.lit(False)
     )
