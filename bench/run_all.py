@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="zk,small,audit", help="comma-separated subset of zk,small,audit")
     ap.add_argument("--zk-ledgers", type=int, default=100_000)
-    ap.add_argument("--small-repeats", type=int, default=2)
+    ap.add_argument("--small-repeats", type=int, default=3)
     ap.add_argument(
         "--audit-sizes", default="10000000:1000000", help="LEDGERS:TOPICS points, comma-separated"
     )

@@ -536,6 +536,18 @@ def test_without_offload_objects_only_offload_rules_are_silent(
     assert got == [f for f in main if f["kind"] not in OFFLOAD_KINDS]
 
 
+def test_interpreted_small_audit_finds_what_the_compiled_plan_finds(
+    spark: Any, main: list[dict[str, Any]], main_rows: dict[str, list[dict[str, Any]]]
+) -> None:
+    """A small inventory's audit interprets its expressions (``spark.sized_for``) and plans the
+    ledger rules as one step; the compiled plan (``main``) finds exactly the same."""
+    from ledgerlens.spark import sized_for
+
+    with sized_for(spark, 100) as applied:
+        assert applied["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
+        assert audit(spark, main_rows, offload_bucket="tier") == main
+
+
 def _without_probed_rows(
     rows: Mapping[str, list[dict[str, Any]]], *, corrupt: bool
 ) -> dict[str, list[dict[str, Any]]]:

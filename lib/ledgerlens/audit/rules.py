@@ -433,6 +433,11 @@ OFFLOAD_ROW = (
 )
 
 
+def _interpreted(df: DataFrame) -> bool:
+    """Whether ``df``'s session interprets expressions (``spark.settings_for_rows``: small inventories)."""
+    return df.sparkSession.conf.get("spark.sql.codegen.factoryMode", None) == "NO_CODEGEN"
+
+
 def ledger_rules(
     joined: DataFrame,
     facts: DataFrame,
@@ -470,17 +475,21 @@ def ledger_rules(
     # Cheap filter on the big join, then the few rows left are materialized once (``keep``):
     # every rule below reads that small result. Without it, Catalyst pushes each consumer's filter
     # under the shared shuffle and plans the big join once per rule (exchange reuse does not
-    # apply). The findings are one small select per rule (a single array of them all outgrows
-    # Java's 64 KB method limit).
+    # apply).
     # the one-row facts are joined before the rows are kept: every rule's plan is then a filter and a
     # select over the kept rows, not 14 more joins
     step = joined.filter(candidate | offloaded if offload else candidate).crossJoin(F.broadcast(facts))
     step = keep.keep(step) if keep.enabled else step.repartition("ledger_id")
     rows = step.filter(candidate)
-    # one plan step per rule (the finding where its condition holds, else null), then one filter:
-    # each step is analysed as the plan grows, so fewer steps plan faster
-    parts = [rows.select(F.when(cond, f).alias("f")) for cond, f in _ledger_items(config)]
-    findings = union_all(parts).filter(F.col("f").isNotNull()).select("f.*")
+    # the finding of each rule where its condition holds, else null; every plan step is analysed as
+    # the plan grows, so fewer steps plan faster
+    items = [F.when(cond, f) for cond, f in _ledger_items(config)]
+    if _interpreted(rows):  # one step: all the rules' findings as one array
+        found = F.filter(F.array(*items), lambda x: x.isNotNull())
+        findings = rows.select(F.explode(found).alias("f")).select("f.*")
+    else:  # compiled, one array of every rule's finding outgrows Java's 64 KB method limit
+        parts = [rows.select(item.alias("f")) for item in items]
+        findings = union_all(parts).filter(F.col("f").isNotNull()).select("f.*")
     if not offload:
         return findings, None
     return findings, step.filter(offloaded).select(*OFFLOAD_ROW)
