@@ -59,7 +59,7 @@ class AuditRun:
 def blind_spots(tables: dict[str, DataFrame]) -> list[str]:
     """Managed-ledger names or prefixes whose metadata did not decode (``""``: any managed ledger).
 
-    The audit's own definition (``ledgerlens.audit.references.blind_spots``), collected for
+    The audit's own definition (``ledgerlens.audit.references.blind_spot_looks``), collected for
     re-verification.
     """
     from ledgerlens.audit.run import inventory_facts

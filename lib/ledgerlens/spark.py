@@ -78,6 +78,13 @@ ROWS_PER_SHUFFLE_PARTITION = 250_000
 INTERPRETED_ROWS = 100_000
 """Up to this many inventory rows the audit's expressions are interpreted, not compiled."""
 
+_INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def interprets(spark: SparkSession) -> bool:
+    """Whether ``spark`` interprets expressions now (``settings_for_rows`` of a small inventory)."""
+    return all(spark.conf.get(k, None) == v for k, v in _INTERPRETED.items())
+
 
 def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
     """SQL settings for an audit of ``rows`` inventory rows on ``parallelism`` cores.
@@ -98,7 +105,7 @@ def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
         partitions = max(1, min(parallelism, -(-rows // ROWS_PER_SHUFFLE_PARTITION)))
         out = {"spark.sql.shuffle.partitions": str(partitions), "spark.sql.adaptive.enabled": "false"}
         if rows <= INTERPRETED_ROWS:
-            out |= {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+            out |= _INTERPRETED
         return out
     return {"spark.sql.shuffle.partitions": str(max(parallelism, rows // ROWS_PER_SHUFFLE_PARTITION))}
 

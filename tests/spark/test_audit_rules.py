@@ -580,24 +580,18 @@ def test_rules_left_out_for_want_of_rows_change_no_finding(
     Its findings were provably none: the whole plan finds exactly the same."""
     from dataclasses import replace
 
+    from ledgerlens.audit import rules, suspicious
     from ledgerlens.audit.run import inventory_facts
 
     tables = build(spark, _without_probed_rows(main_rows, corrupt=corrupt))
     facts = inventory_facts(tables, CFG)
-    assert facts.present is not None
-    absent = (
-        {p for p in facts.present if p.startswith("corrupt:")}
-        if corrupt
-        else facts.present
-        & {
-            "streaming",
-            "compaction",
-            "emptied",
-        }
-    )
-    assert not absent
+    if corrupt:
+        left_out = [look.name for look in rules.corrupt_looks()]
+    else:
+        left_out = [rules.STREAMING, rules.COMPACTION, suspicious.EMPTIED]
+    assert all(facts.counts[name] == 0 and not facts.has(name) for name in left_out), facts.counts
     lean = [r.asDict() for r in run_audit(tables, CFG, offload_bucket="tier", facts=facts).collect()]
-    whole = run_audit(tables, CFG, offload_bucket="tier", facts=replace(facts, present=None))
+    whole = run_audit(tables, CFG, offload_bucket="tier", facts=replace(facts, counts={}))  # nothing left out
     assert len(lean) > 20
     assert {f["kind"] for f in lean} >= ({"orphan_offload_object"} if corrupt else {"unreadable_metadata"})
     assert lean == [r.asDict() for r in whole.collect()]

@@ -1,6 +1,6 @@
 """The audit's facts: what one small job learns about the inventory before the rules run.
 
-The blind spots (``references.blind_spots``), the owned tenants (``ownership.owned_tenants``), and
+The blind spots (``references.blind_spot_looks``), the owned tenants (``ownership.owned_tenants``), and
 for every other look (``frames.Look``) how many rows it found: the audit looks for the rows a rule
 that only some clusters need would read (without one, that rule's plan is left out, its findings
 being provably none), the pipeline for its plausibility and undecidable counts. Every look of a
@@ -44,12 +44,10 @@ class Facts:
     owned: tuple[str, ...]
     counts: Mapping[str, int] = field(default_factory=dict)
     """Rows found per look (distinct values for a look with a value), by look name."""
-    present: frozenset[str] | None = None
-    """The looks that found a row; None: unknown (every look counts as present)."""
 
     def has(self, look: str) -> bool:
-        """Whether ``look`` found a row (True when unknown)."""
-        return self.present is None or look in self.present
+        """Whether ``look`` found a row (True when it was not counted)."""
+        return self.counts.get(look, 1) > 0
 
     def frame(self, spark: SparkSession) -> DataFrame:
         """The facts as the one-row ``FACTS`` table the rules join."""
@@ -61,7 +59,7 @@ def collect_facts(
 ) -> Facts:
     """The facts of ``tables`` (the audit's inputs) in one job: ``SPOT`` and ``TENANT`` looks give the
     blind spots and the owned tenants (with ``deleted_tenants``), every other look its count.
-    Looks at a table absent from ``tables`` find nothing."""
+    Looks at a table absent from ``tables`` find nothing; at least one table must be looked at."""
     none = F.lit(None).cast("string")
     by_table: dict[str, list[Look]] = {}
     for look in looks:
@@ -96,10 +94,6 @@ def collect_facts(
             *numbers,
         )
         .collect()[0]
-        if parts
-        else None
     )
-    counts = {name: int(row[f"n{i}"]) if row else 0 for i, name in enumerate(counted)}
-    spots = tuple(row["spots"] or ()) if row else ()
-    owned = tuple(row[OWNED] or ()) if row else tuple(sorted(set(deleted_tenants)))
-    return Facts(spots, owned, counts, frozenset(n for n, c in counts.items() if c))
+    counts = {name: int(row[f"n{i}"]) for i, name in enumerate(counted)}
+    return Facts(tuple(row["spots"] or ()), tuple(row[OWNED] or ()), counts)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame
 
-__all__ = ["Look", "rows_of", "union_all"]
+__all__ = ["Look", "union_all"]
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame:
@@ -28,13 +28,3 @@ class Look:
     name: str
     where: Column
     value: Column | None = None
-
-
-def rows_of(tables: Mapping[str, DataFrame], looks: Sequence[Look], column: str) -> DataFrame:
-    """The ``value`` of every row of ``looks`` (tables absent from ``tables`` skipped) as ``column``."""
-    parts = [
-        tables[k.table].filter(k.where).select(k.value.alias(column))
-        for k in looks
-        if k.table in tables and k.value is not None
-    ]
-    return union_all(parts)

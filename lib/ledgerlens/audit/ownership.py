@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ledgerlens.audit.frames import Look, rows_of
+from ledgerlens.audit.frames import Look, union_all
 
 __all__ = [
     "OWNED",
@@ -35,7 +35,6 @@ __all__ = [
     "is_owned",
     "owned_of",
     "owned_tenants",
-    "tenant_rows",
     "tenant_of_name",
 ]
 
@@ -56,18 +55,17 @@ def tenant_looks() -> list[Look]:
 
 
 def _tenants(tables: Mapping[str, DataFrame]) -> DataFrame:
-    if not any(t in tables for t in OWNERSHIP_TABLES):
-        raise ValueError("ownership: none of the Pulsar inventory tables was given")
-    return rows_of(tables, tenant_looks(), "tenant")
-
-
-def tenant_rows(tables: Mapping[str, DataFrame]) -> DataFrame:
     """One row per tenant name seen in the ownership tables (column ``tenant``, repeats possible)."""
-    return _tenants(tables)
+    parts = [
+        tables[k.table].filter(k.where).select(F.col("tenant")) for k in tenant_looks() if k.table in tables
+    ]
+    if not parts:
+        raise ValueError("ownership: none of the Pulsar inventory tables was given")
+    return union_all(parts)
 
 
 def owned_of(collected: Column, deleted_tenants: Iterable[str] = ()) -> Column:
-    """The ``owned`` column from the set of :func:`tenant_rows` (``collect_set``) and the deleted tenants."""
+    """The ``owned`` column from the collected values of :func:`tenant_looks` and the deleted tenants."""
     deleted = sorted(set(deleted_tenants))
     extra = F.array(*[F.lit(t) for t in deleted]) if deleted else F.array().cast("array<string>")
     return F.array_sort(F.array_union(F.coalesce(collected, F.array().cast("array<string>")), extra))

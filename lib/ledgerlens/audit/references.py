@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ledgerlens.audit.frames import Look, rows_of
+from ledgerlens.audit.frames import Look
 from ledgerlens.audit.names import ANY, name_prefixes
 
 DELAYED_BUCKET_PREFIX = "#pulsar.internal.delayed.bucket_"
@@ -116,7 +116,16 @@ def schema_references(schema_ledgers: DataFrame) -> DataFrame:
 
 
 def blind_spot_looks() -> list[Look]:
-    """The rows that are blind spots (``spot`` looks, value the tagged name): see :func:`blind_spots`."""
+    """The rows that are blind spots (``spot`` looks; ``audit.facts`` collects their values and
+    adds :func:`spots_of`'s entries): the tagged names (or prefixes) whose metadata did not decode.
+
+    ``m:<managed ledger or prefix>`` from managed-ledger and cursor error rows, ``s:<schema id>``
+    from schema error rows and from schema rows without a ledger id (the admin API shows schema
+    versions, not their ledgers), ``b:<managed ledger>`` from cursor rows whose string properties
+    are unknown (``cursor_properties_unknown``: the admin API does not show them; bucket ledgers of that
+    managed ledger are not decidable); ``m:`` / ``s:`` (an empty name) hides everything of that
+    tag, and ``<tag>:ANY`` is present whenever any blind spot of the tag exists (owner unknown).
+    """
 
     def spots(table: str, name: str, tag: str) -> Look:  # rows that did not decode
         norm = F.coalesce(F.regexp_replace(F.col(name), "/+$", ""), F.lit(""))
@@ -140,34 +149,14 @@ def blind_spot_looks() -> list[Look]:
     ]
 
 
-def blind_spot_rows(managed_ledgers: DataFrame, cursors: DataFrame, schema_ledgers: DataFrame) -> DataFrame:
-    """One row per blind spot (column ``spot``, repeats possible): see :func:`blind_spots`."""
-    tables = {"managed_ledgers": managed_ledgers, "cursors": cursors, "schema_ledgers": schema_ledgers}
-    return rows_of(tables, blind_spot_looks(), "spot")
-
-
 def spots_of(collected: Column) -> Column:
-    """The ``spots`` column from the set of :func:`blind_spot_rows` (``collect_set``): plus the
+    """The ``spots`` column from the collected values of :func:`blind_spot_looks`: plus the
     ``<tag>:ANY`` entries."""
     any_ = F.filter(
         F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}"), F.lit(f"{BUCKET_TAG}:{ANY}")),
         lambda a: F.exists(collected, lambda s: F.startswith(s, F.substring(a, 1, 2))),
     )
     return F.array_union(collected, any_)
-
-
-def blind_spots(managed_ledgers: DataFrame, cursors: DataFrame, schema_ledgers: DataFrame) -> DataFrame:
-    """One row, one column ``spots``: the tagged names (or prefixes) whose metadata did not decode.
-
-    ``m:<managed ledger or prefix>`` from managed-ledger and cursor error rows, ``s:<schema id>``
-    from schema error rows and from schema rows without a ledger id (the admin API shows schema
-    versions, not their ledgers), ``b:<managed ledger>`` from cursor rows whose string properties
-    are unknown (``cursor_properties_unknown``: the admin API does not show them; bucket ledgers of that
-    managed ledger are not decidable); ``m:`` / ``s:`` (an empty name) hides everything of that
-    tag, and ``<tag>:ANY`` is present whenever any blind spot of the tag exists (owner unknown).
-    """
-    agg = blind_spot_rows(managed_ledgers, cursors, schema_ledgers).agg(F.collect_set("spot").alias("spots"))
-    return agg.select(spots_of(F.col("spots")).alias("spots"))
 
 
 def owner_prefixes(tag: Column | str, owner: Column) -> Column:

@@ -22,6 +22,7 @@ from ledgerlens.audit.names import ANY, ml_namespace, topic_to_ml
 from ledgerlens.audit.ownership import is_owned, tenant_of_name
 from ledgerlens.audit.references import BUCKET_TAG, ML_TAG, SCHEMA_TAG, owner_prefixes
 from ledgerlens.config import AuditConfig
+from ledgerlens.spark import interprets
 
 MB = 1024 * 1024
 _ML = "managed-ledger"
@@ -433,11 +434,6 @@ OFFLOAD_ROW = (
 )
 
 
-def _interpreted(df: DataFrame) -> bool:
-    """Whether ``df``'s session interprets expressions (``spark.settings_for_rows``: small inventories)."""
-    return df.sparkSession.conf.get("spark.sql.codegen.factoryMode", None) == "NO_CODEGEN"
-
-
 def ledger_rules(
     joined: DataFrame,
     facts: DataFrame,
@@ -452,7 +448,7 @@ def ledger_rules(
 
     The big join is filtered to candidate rows (and offloaded ledgers) with cheap conditions; that
     small result is materialized once (``keep``) and both consumers read it, so the join runs once.
-    ``facts`` is one row with the ``spots`` (``references.blind_spots``) and ``owned``
+    ``facts`` is one row with the ``spots`` (``references.blind_spot_looks``) and ``owned``
     (``ownership.owned_tenants``) columns: ledgers of other tenants are ``foreign_ledger``.
     """
     now = config.as_of_ms
@@ -484,7 +480,7 @@ def ledger_rules(
     # the finding of each rule where its condition holds, else null; every plan step is analysed as
     # the plan grows, so fewer steps plan faster
     items = [F.when(cond, f) for cond, f in _ledger_items(config)]
-    if _interpreted(rows):  # one step: all the rules' findings as one array
+    if interprets(rows.sparkSession):  # one step: all the rules' findings as one array
         found = F.filter(F.array(*items), lambda x: x.isNotNull())
         findings = rows.select(F.explode(found).alias("f")).select("f.*")
     else:  # compiled, one array of every rule's finding outgrows Java's 64 KB method limit

@@ -153,7 +153,7 @@ def _facts(
     extra: Sequence[Look] = (),
 ) -> Facts:
     """The rules' facts: blind spots, owned tenants and the looks whose absence leaves a rule's plan
-    out (``Facts.present``): corrupt rows per table, verified offload segments, PIP-76 streaming
+    out (``Facts.has``): corrupt rows per table, verified offload segments, PIP-76 streaming
     ledgers or objects, ``__compaction`` cursors with a cursor ledger, emptied managed-ledger nodes."""
     looks = [
         *blind_spot_looks(),
