@@ -34,6 +34,7 @@ from ledgerlens.config import BookieSource, S3Source, ZooKeeperSource
 from ledgerlens.console import Progress, stage_bar
 from ledgerlens.errors import SourceError
 from ledgerlens.sources.base import PULSAR_STAGES, STAGE_TABLES, STAGES, InventorySource
+from ledgerlens.spark import INTERPRETED_ROWS
 
 __all__ = ["Inventory", "collect_inventory", "default_sources", "load_inventory", "table_path"]
 
@@ -685,10 +686,36 @@ def collect_inventory(
 
 
 def load_inventory(spark: SparkSession, out_dir: str) -> dict[str, DataFrame]:
-    """The inventory tables found under ``out_dir``, read with their declared schemas."""
+    """The inventory tables found under ``out_dir``, read with their declared schemas.
+
+    A small inventory on a local disk (up to ``spark.INTERPRETED_ROWS`` rows) is read by pyarrow
+    and handed to the JVM as Arrow: the audit's plans then scan rows in memory, and a cold JVM
+    never starts Spark's Parquet and Hadoop readers (1 to 2 s of the generated cluster's audit).
+    """
+    local = _local_dir(out_dir)
+    small = _small_local_tables(local) if local is not None else None
+    if small is not None:
+        return {t: spark.createDataFrame(data) for t, data in small.items()}
     out: dict[str, DataFrame] = {}
     for table, schema in schemas.INVENTORY.items():
         path = table_path(out_dir, table)
         if _exists(spark, path):
             out[table] = spark.read.schema(schema).parquet(path)
     return out
+
+
+def _small_local_tables(local: str) -> dict[str, pa.Table] | None:
+    """The inventory tables under the local directory ``local`` as Arrow tables with their declared
+    schemas, when they hold at most ``spark.INTERPRETED_ROWS`` rows together; else None (also when
+    pyarrow cannot read one as declared: Spark reads them then, and says why if it cannot either)."""
+    dirs = {t: os.path.join(local, t) for t in schemas.INVENTORY if os.path.isdir(os.path.join(local, t))}
+    if any(e.is_dir() for d in dirs.values() for e in os.scandir(d)):  # partitioned: Spark's to read
+        return None
+    files = {t: _parquet_files(d) for t, d in dirs.items()}
+    try:
+        rows = sum(pq.read_metadata(f).num_rows for fs in files.values() for f in fs)
+        if rows > INTERPRETED_ROWS:
+            return None
+        return {t: pq.read_table(fs, schema=to_arrow_schema(schemas.INVENTORY[t])) for t, fs in files.items()}
+    except (OSError, pa.ArrowException):
+        return None

@@ -18,7 +18,9 @@ import boto3
 import pyarrow as pa
 import pytest
 from kazoo.security import make_acl
+from pyspark.sql import functions as F
 
+from ledgerlens import schemas
 from ledgerlens.collect import collect_inventory, load_inventory
 from ledgerlens.config import S3Source, ZooKeeperSource
 from ledgerlens.errors import SourceError
@@ -255,6 +257,30 @@ def test_collect_planted_cluster(
     assert {r["role"] for r in objs} == {"data", "index"} and {r["layout"] for r in objs} == {"ledger"}
     for r in objs:
         assert r["key"].startswith(f"{r['uuid']}-ledger-{r['ledger_id']}")
+
+
+def test_small_inventory_loads_in_memory_with_the_rows_spark_reads(
+    spark: Any, zookeeper: Any, fresh_root: str, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """A small local inventory is handed to Spark as Arrow (no Parquet scan in the audit's plans):
+    the same tables, schemas and rows as Spark's own read, which larger ones still get."""
+    import ledgerlens.collect as collect
+
+    generate(zookeeper.hosts, root=fresh_root, scenario="planted", now_ms=default_now_ms())
+    out = str(tmp_path / "inv")
+    collect_inventory(spark, _source(zookeeper.hosts, fresh_root), None, out, progress=False)
+    in_memory = load_inventory(spark, out)
+    monkeypatch.setattr(collect, "INTERPRETED_ROWS", 10)  # more rows than that: Spark reads Parquet
+    scanned = load_inventory(spark, out)
+    assert set(in_memory) == set(scanned) >= {"bk_ledgers", "ml_ledgers", "cursors"}
+    for name, df in in_memory.items():
+        assert df.inputFiles() == [] and scanned[name].inputFiles(), name
+        assert df.schema == scanned[name].schema == schemas.INVENTORY[name], name
+        rows = [
+            sorted(r[0] for r in t.select(F.to_json(F.struct("*"))).collect()) for t in (df, scanned[name])
+        ]
+        assert rows[0] == rows[1], name
+    assert sum(df.count() for df in in_memory.values()) > 10
 
 
 def test_collect_without_s3_and_unreachable_zookeeper(
