@@ -618,16 +618,39 @@ def corrupt_bookie_entries(
 # --------------------------------------------------------------------------------------------------
 
 
-def inactive_cursors(cursors: DataFrame, ml_ledgers: DataFrame, config: AuditConfig) -> DataFrame:
-    """``inactive_cursor``: inactive for long and holding ledgers (one row per cursor)."""
-    now = config.as_of_ms
+IDLE = "idle_cursors"  # the look of idle_cursor_look
+IDLE_BROADCAST_ROWS = 100_000
+"""Up to this many idle cursors, ``inactive_cursors`` sends them to every task that reads the ledger
+lists (a broadcast join) instead of shuffling every ``ml_ledgers`` row to meet them."""
+
+
+def _idle(config: AuditConfig) -> Column:
     la = F.col("last_active_ms")
-    idle = cursors.filter(
+    return (
         F.col("error").isNull()
         & (la > 0)
-        & (la <= now - config.inactive_cursor_age_s * 1000)
+        & (la <= config.as_of_ms - config.inactive_cursor_age_s * 1000)
         & F.col("mark_delete_ledger_id").isNotNull()
-    ).select(
+    )
+
+
+def idle_cursor_look(config: AuditConfig) -> Look:
+    """The cursors ``inactive_cursors`` reads (look ``idle_cursors``): without one it finds nothing;
+    its count chooses the join (``IDLE_BROADCAST_ROWS``)."""
+    return Look("cursors", IDLE, _idle(config))
+
+
+def inactive_cursors(
+    cursors: DataFrame, ml_ledgers: DataFrame, config: AuditConfig, idle_rows: int | None = None
+) -> DataFrame:
+    """``inactive_cursor``: inactive for long and holding ledgers (one row per cursor).
+
+    ``idle_rows``: how many cursors ``idle_cursor_look`` found (None: not counted, then they are not
+    broadcast).
+    """
+    now = config.as_of_ms
+    la = F.col("last_active_ms")
+    idle = cursors.filter(_idle(config)).select(
         "managed_ledger",
         "cursor",
         "path",
@@ -637,6 +660,8 @@ def inactive_cursors(cursors: DataFrame, ml_ledgers: DataFrame, config: AuditCon
         "mark_delete_entry_id",
         "last_active_ms",
     )
+    if idle_rows is not None and idle_rows <= IDLE_BROADCAST_ROWS:
+        idle = F.broadcast(idle)
     ledgers = ml_ledgers.select(
         F.col("managed_ledger").alias("h_ml"),
         F.col("ledger_id").alias("h_id"),

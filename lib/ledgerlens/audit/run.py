@@ -154,7 +154,8 @@ def _facts(
 ) -> Facts:
     """The rules' facts: blind spots, owned tenants and the looks whose absence leaves a rule's plan
     out (``Facts.has``): corrupt rows per table, verified offload segments, PIP-76 streaming
-    ledgers or objects, ``__compaction`` cursors with a cursor ledger, emptied managed-ledger nodes."""
+    ledgers or objects, ``__compaction`` cursors with a cursor ledger, idle cursors (also their
+    count: few are broadcast), emptied managed-ledger nodes."""
     looks = [
         *blind_spot_looks(),
         *tenant_looks(),
@@ -162,6 +163,7 @@ def _facts(
         Look("offload_segments", SEGMENTS, F.lit(True)),
         *rules.streaming_looks(),
         rules.compaction_look(),
+        rules.idle_cursor_look(config),
         suspicious.emptied_look(),
         *extra,
     ]
@@ -193,7 +195,10 @@ def _audit(
     ledger_findings, offloaded = rules.ledger_rules(
         joined, facts, config, offload=objects is not None, keep=keep
     )
-    parts = [ledger_findings, rules.inactive_cursors(t["cursors"], t["ml_ledgers"], config)]
+    parts = [ledger_findings]
+    if collected.has(rules.IDLE):  # no idle cursor, no inactive_cursor finding
+        idle = collected.counts.get(rules.IDLE)
+        parts.append(rules.inactive_cursors(t["cursors"], t["ml_ledgers"], config, idle_rows=idle))
     corrupt = rules.corrupt_metadata(t, collected.has)
     if corrupt is not None:
         parts.append(corrupt)
