@@ -110,12 +110,14 @@ DRIVER_FINDINGS = 50_000
 """Up to this many findings are redacted and written by the driver (:func:`write_findings`)."""
 
 
-def write_findings(findings: DataFrame, path: Path) -> None:
+def write_findings(findings: DataFrame, path: Path) -> Any:
     """``findings`` as the Parquet table ``path`` (one file, in their order), evidence redacted.
 
     Up to ``DRIVER_FINDINGS`` rows are collected, redacted and written by the driver (pyarrow): no
     Python worker to start and no write job, most of the write phase of a small audit. More go
     through Spark (:func:`redacted_evidence`).
+
+    Returns the ``pyarrow.Table`` written by the driver, or None when Spark wrote the rows.
     """
     import shutil
 
@@ -128,7 +130,7 @@ def write_findings(findings: DataFrame, path: Path) -> None:
     head = findings.limit(DRIVER_FINDINGS + 1).toArrow()
     if head.num_rows > DRIVER_FINDINGS:
         redacted_evidence(findings).coalesce(1).write.mode("overwrite").parquet(str(path))
-        return
+        return None
     env = secret_values()
     evidence = pa.array([redact_nullable(t, env) for t in head.column("evidence").to_pylist()], pa.string())
     table = head.set_column(head.schema.get_field_index("evidence"), "evidence", evidence)
@@ -136,6 +138,7 @@ def write_findings(findings: DataFrame, path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     pq.write_table(table, str(path / "part-00000.zstd.parquet"), compression="zstd")
+    return table
 
 
 def redacted_evidence(findings: DataFrame) -> DataFrame:
@@ -495,8 +498,13 @@ def _audit_phases(
     t3 = time.monotonic()
     bar.begin("write", label="findings.parquet")
     findings_path = out / "findings.parquet"
-    write_findings(final, findings_path)
-    final_written = spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
+    written = write_findings(final, findings_path)
+    # what was written, as written (redacted); the driver's few rows straight from memory
+    final_written = (
+        spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
+        if written is None
+        else spark.createDataFrame(written)
+    )
     timings["write"] = time.monotonic() - t3
     timings["total"] = time.monotonic() - t_run
     release(findings)
