@@ -475,7 +475,13 @@ def ledger_rules(
     # the one-row facts are joined before the rows are kept: every rule's plan is then a filter and a
     # select over the kept rows, not 14 more joins
     step = joined.filter(candidate | offloaded if offload else candidate).crossJoin(F.broadcast(facts))
-    step = keep.keep(step) if keep.enabled else step.repartition("ledger_id")
+    # measured (counted: its true size lets the offload joins broadcast it) unless the audit is
+    # small and interpreted: there the count is a query more than those joins save
+    step = (
+        keep.keep(step, measure=not interprets(step.sparkSession))
+        if keep.enabled
+        else step.repartition("ledger_id")
+    )
     rows = step.filter(candidate)
     # the finding of each rule where its condition holds, else null; every plan step is analysed as
     # the plan grows, so fewer steps plan faster
