@@ -487,7 +487,7 @@ def ledger_rules(
     # the plan grows, so fewer steps plan faster
     items = [F.when(cond, f) for cond, f in _ledger_items(config)]
     if interprets(rows.sparkSession):  # one step: all the rules' findings as one array
-        found = F.filter(F.array(*items), lambda x: x.isNotNull())
+        found = F.array_compact(F.array(*items))
         findings = rows.select(F.explode(found).alias("f")).select("f.*")
     else:  # compiled, one array of every rule's finding outgrows Java's 64 KB method limit
         parts = [rows.select(item.alias("f")) for item in items]
