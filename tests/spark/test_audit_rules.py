@@ -553,7 +553,8 @@ def _without_probed_rows(
 ) -> dict[str, list[dict[str, Any]]]:
     """``rows`` without what the audit probes for before planning a rule that only some clusters
     need: corrupt rows (``corrupt``), else PIP-76 segments and streaming objects, ``__compaction``
-    cursors, idle cursors (all active now) and emptied managed-ledger nodes."""
+    cursors, idle cursors (all active now), bucket ledgers without their topic and emptied
+    managed-ledger nodes."""
     out: dict[str, list[dict[str, Any]]] = {}
     for name, table in rows.items():
         if corrupt:
@@ -568,6 +569,8 @@ def _without_probed_rows(
             kept = [{**r, "last_active_ms": CFG.as_of_ms} for r in kept if r.get("cursor") != "__compaction"]
         if name == "managed_ledgers":
             kept = [r for r in kept if r.get("compression") != "EMPTY"]
+        if name == "bk_ledgers":
+            kept = [r for r in kept if r.get("component") != "delayed-index-bucket" or r.get("delayed_topic")]
         out[name] = kept
     return out
 
@@ -581,6 +584,7 @@ def test_rules_left_out_for_want_of_rows_change_no_finding(
     from dataclasses import replace
 
     from ledgerlens.audit import rules, suspicious
+    from ledgerlens.audit.references import BUCKET_OWNERS
     from ledgerlens.audit.run import inventory_facts
 
     tables = build(spark, _without_probed_rows(main_rows, corrupt=corrupt))
@@ -588,7 +592,7 @@ def test_rules_left_out_for_want_of_rows_change_no_finding(
     if corrupt:
         left_out = [look.name for look in rules.corrupt_looks()]
     else:
-        left_out = [rules.STREAMING, rules.COMPACTION, rules.IDLE, suspicious.EMPTIED]
+        left_out = [rules.STREAMING, rules.COMPACTION, rules.IDLE, BUCKET_OWNERS, suspicious.EMPTIED]
     assert all(facts.counts[name] == 0 and not facts.has(name) for name in left_out), facts.counts
     lean = [r.asDict() for r in run_audit(tables, CFG, offload_bucket="tier", facts=facts).collect()]
     whole = run_audit(tables, CFG, offload_bucket="tier", facts=replace(facts, counts={}))  # nothing left out

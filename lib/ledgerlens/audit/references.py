@@ -78,19 +78,40 @@ def cursor_references(cursors: DataFrame) -> DataFrame:
     )
 
 
+BUCKET_OWNERS = "bucket_owners"  # the look of bucket_owner_look
+
+
+def _bucket_start() -> Column:
+    """The first ledger of a bucket key's range (``#pulsar.internal.delayed.bucket_<start>_<end>``)."""
+    return F.regexp_extract(F.col("bucket_key"), r"^#pulsar\.internal\.delayed\.bucket_(\d+)_(\d+)$", 1)
+
+
+def _needs_owner() -> Column:
+    """A delayed-index bucket snapshot ledger without ``pulsar/delayedIndexTopic`` whose bucket key
+    names its range."""
+    return F.coalesce(
+        (F.col("component") == "delayed-index-bucket")
+        & F.col("delayed_topic").isNull()
+        & (_bucket_start() != ""),
+        F.lit(False),
+    )
+
+
+def bucket_owner_look() -> Look:
+    """The ledgers ``with_bucket_owners`` looks up (look ``bucket_owners``): without one, no lookup."""
+    return Look("bk_ledgers", BUCKET_OWNERS, _needs_owner())
+
+
 def with_bucket_owners(bk_ledgers: DataFrame, ml_ledgers: DataFrame) -> DataFrame:
     """``bk_ledgers`` plus ``bucket_owner``: for delayed-index bucket snapshot ledgers that older
     brokers wrote without ``pulsar/delayedIndexTopic``, the managed ledger whose ledger list holds the
     first ledger of the bucket key's range (``..._<start>_<end>``); null when none does.
 
     Only those few rows are joined (broadcast against one scan of ``ml_ledgers``): no shuffle of the
-    big tables.
+    big tables. ``bucket_owner_look`` counts them first: without one, leave this out (the audit
+    reads a null owner).
     """
-    start = F.regexp_extract(F.col("bucket_key"), r"^#pulsar\.internal\.delayed\.bucket_(\d+)_(\d+)$", 1)
-    need = F.coalesce(
-        (F.col("component") == "delayed-index-bucket") & F.col("delayed_topic").isNull() & (start != ""),
-        F.lit(False),
-    )
+    start, need = _bucket_start(), _needs_owner()
     few = bk_ledgers.filter(need).withColumn("_b_start", start.cast("bigint"))
     owners = (
         ml_ledgers.select(F.col("ledger_id").alias("_b_start"), F.col("managed_ledger").alias("bucket_owner"))

@@ -17,7 +17,9 @@ from ledgerlens.audit.materialize import Intermediates, materialized
 from ledgerlens.audit.offload_checks import offload_contexts_of, offload_object_rules
 from ledgerlens.audit.ownership import tenant_looks
 from ledgerlens.audit.references import (
+    BUCKET_OWNERS,
     blind_spot_looks,
+    bucket_owner_look,
     cursor_references,
     schema_references,
     with_bucket_owners,
@@ -155,7 +157,7 @@ def _facts(
     """The rules' facts: blind spots, owned tenants and the looks whose absence leaves a rule's plan
     out (``Facts.has``): corrupt rows per table, verified offload segments, PIP-76 streaming
     ledgers or objects, ``__compaction`` cursors with a cursor ledger, idle cursors (also their
-    count: few are broadcast), emptied managed-ledger nodes."""
+    count: few are broadcast), bucket ledgers without their topic, emptied managed-ledger nodes."""
     looks = [
         *blind_spot_looks(),
         *tenant_looks(),
@@ -164,6 +166,7 @@ def _facts(
         *rules.streaming_looks(),
         rules.compaction_look(),
         rules.idle_cursor_look(config),
+        bucket_owner_look(),
         suspicious.emptied_look(),
         *extra,
     ]
@@ -191,7 +194,10 @@ def _audit(
     refs = ml_refs.unionByName(cursor_references(t["cursors"]), allowMissingColumns=True).unionByName(
         schema_references(t["schema_ledgers"]), allowMissingColumns=True
     )
-    joined = rules.join_bookkeeper(with_bucket_owners(t["bk_ledgers"], t["ml_ledgers"]), refs)
+    bk = t["bk_ledgers"]
+    if collected.has(BUCKET_OWNERS):  # else no bucket ledger to look an owner up for
+        bk = with_bucket_owners(bk, t["ml_ledgers"])
+    joined = rules.join_bookkeeper(bk, refs)
     ledger_findings, offloaded = rules.ledger_rules(
         joined, facts, config, offload=objects is not None, keep=keep
     )
