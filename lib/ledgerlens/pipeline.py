@@ -23,6 +23,7 @@ from ledgerlens.spark import sized_for
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
     from pyspark.sql import DataFrame, Row, SparkSession
 
     from ledgerlens.audit.frames import Look
@@ -110,7 +111,7 @@ DRIVER_FINDINGS = 50_000
 """Up to this many findings are redacted and written by the driver (:func:`write_findings`)."""
 
 
-def write_findings(findings: DataFrame, path: Path) -> Any:
+def write_findings(findings: DataFrame, path: Path) -> pa.Table | None:
     """``findings`` as the Parquet table ``path`` (one file, in their order), evidence redacted.
 
     Up to ``DRIVER_FINDINGS`` rows are collected, redacted and written by the driver (pyarrow): no
