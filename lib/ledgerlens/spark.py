@@ -91,9 +91,10 @@ def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
 
     Small inventories: one shuffle partition per ``ROWS_PER_SHUFFLE_PARTITION`` rows, at most one per
     core (a tiny table in one task: every exchange of a 93-ledger audit's plan is one task to schedule,
-    not two; 1.5 to 2.5 s less end to end), and no adaptive execution (its re-planning between query
-    stages costs more than it saves on tiny tables: the rules of a 93-ledger audit run in about 7 s
-    instead of 11 s, warm). Larger ones: at least one shuffle partition per
+    not two; 1.5 to 2.5 s less end to end), as many tasks per scan of in-memory rows (a small
+    inventory is loaded as such, ``collect.load_inventory``), and no adaptive execution (its
+    re-planning between query stages costs more than it saves on tiny tables: the rules of a
+    93-ledger audit run in about 7 s instead of 11 s, warm). Larger ones: at least one shuffle partition per
     ``ROWS_PER_SHUFFLE_PARTITION`` rows (adaptive execution coalesces them further).
     Up to ``INTERPRETED_ROWS`` rows nothing is compiled (no whole-stage code generation, expressions
     interpreted): a cold JVM spends longer compiling the few hundred generated classes of an audit's
@@ -103,7 +104,11 @@ def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
     """
     if rows <= SMALL_INVENTORY_ROWS:
         partitions = max(1, min(parallelism, -(-rows // ROWS_PER_SHUFFLE_PARTITION)))
-        out = {"spark.sql.shuffle.partitions": str(partitions), "spark.sql.adaptive.enabled": "false"}
+        out = {
+            "spark.sql.shuffle.partitions": str(partitions),
+            "spark.sql.leafNodeDefaultParallelism": str(partitions),
+            "spark.sql.adaptive.enabled": "false",
+        }
         if rows <= INTERPRETED_ROWS:
             out |= _INTERPRETED
         return out

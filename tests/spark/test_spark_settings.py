@@ -13,6 +13,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.unit]
 def test_small_inventories_use_few_partitions_without_adaptive_execution() -> None:
     assert settings_for_rows(250, parallelism=2) == {
         "spark.sql.shuffle.partitions": "1",
+        "spark.sql.leafNodeDefaultParallelism": "1",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
