@@ -468,18 +468,23 @@ def _parquet_files(local: str) -> list[str]:
     return [os.path.join(local, n) for n in names]
 
 
+def _footer_rows(files: Iterable[str]) -> int:
+    """Rows of Parquet files, from their footers (nothing else is read)."""
+    return sum(pq.read_metadata(f).num_rows for f in files)
+
+
 def _row_count(spark: SparkSession, table: str, path: str) -> int:
     """Rows of a written table: from the Parquet footers on a local disk, else a Spark count."""
     local = _local_dir(path)
     if local is None:
         return int(spark.read.schema(schemas.INVENTORY[table]).parquet(path).count())
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in _parquet_files(local))
+    return _footer_rows(_parquet_files(local))
 
 
 def _local_rows(local: str, table: str, limit: int) -> list[dict[str, Any]] | None:
     """The rows of a local table of at most ``limit`` rows (footers first); None when it has more."""
     files = _parquet_files(local)
-    if sum(pq.ParquetFile(f).metadata.num_rows for f in files) > limit:
+    if _footer_rows(files) > limit:
         return None
     arrow = _arrow_schema(schemas.INVENTORY[table])
     return [r for f in files for r in pq.read_table(f, schema=arrow).to_pylist()]
@@ -713,9 +718,8 @@ def _small_local_tables(local: str) -> dict[str, pa.Table] | None:
         return None
     files = {t: _parquet_files(d) for t, d in dirs.items()}
     try:
-        rows = sum(pq.read_metadata(f).num_rows for fs in files.values() for f in fs)
-        if rows > INTERPRETED_ROWS:
+        if _footer_rows(f for fs in files.values() for f in fs) > INTERPRETED_ROWS:
             return None
-        return {t: pq.read_table(fs, schema=to_arrow_schema(schemas.INVENTORY[t])) for t, fs in files.items()}
+        return {t: pq.read_table(fs, schema=_arrow_schema(schemas.INVENTORY[t])) for t, fs in files.items()}
     except (OSError, pa.ArrowException):
         return None

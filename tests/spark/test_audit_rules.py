@@ -575,7 +575,7 @@ def _without_probed_rows(
     return out
 
 
-@pytest.mark.parametrize("corrupt", [True, False], ids=["no-corrupt-rows", "no-streaming-compaction-emptied"])
+@pytest.mark.parametrize("corrupt", [True, False], ids=["no-corrupt-rows", "no-rows-of-optional-rules"])
 def test_rules_left_out_for_want_of_rows_change_no_finding(
     spark: Any, main_rows: dict[str, list[dict[str, Any]]], corrupt: bool
 ) -> None:

@@ -125,7 +125,7 @@ def apply(
         F.get_json_object("evidence", "$.problem").rlike(NO_AUTH), F.lit(False)
     )
     auth = F.struct(F.lit(f"ZooKeeper denied the read (NoAuth); {AUTH_HINT}").alias("hint"))
-    evidence = F.when(no_auth, _splice(F.col("evidence"), auth))
+    evidence = F.when(no_auth, _splice(F.col("evidence"), auth)).otherwise(F.col("evidence"))
     action, joined = F.col("action"), findings
     if emptied:
         nodes = emptied_nodes(managed_ledgers, bk_ledgers)
@@ -149,14 +149,12 @@ def apply(
                 "names it: suspicious metadata, not proof of an orphan; do not delete"
             ).alias("caveat"),
         )
-        evidence = F.when(hit, _splice(F.col("evidence"), note)).when(
-            no_auth, _splice(F.col("evidence"), auth)
-        )
+        evidence = F.when(hit, _splice(F.col("evidence"), note)).otherwise(evidence)
         action = F.when(hit, F.lit("investigate")).otherwise(action)
     out = joined.select(
         F.when(no_auth, F.lit(UNREADABLE_KIND)).otherwise(F.col("kind")).alias("kind"),
         *[c for c in findings.columns if c not in ("kind", "evidence", "action")],
-        evidence.otherwise(F.col("evidence")).alias("evidence"),
+        evidence.alias("evidence"),
         action.alias("action"),
     ).select(*findings.columns)
     return out.unionByName(emptied_findings(nodes, now_ms)) if emptied else out
