@@ -59,15 +59,65 @@ def policies_by_namespace(policies: DataFrame, config: AuditConfig) -> DataFrame
     ).dropDuplicates(["pol_ns"])
 
 
+def _trimmable(
+    ledger_id: Column,
+    slowest: Column,
+    is_last: Column,
+    ts: Column,
+    ret_minutes: Column,
+    ret_mb: Column,
+    size_from_here: Column,
+    config: AuditConfig,
+) -> tuple[Column, Column, Column]:
+    """(trimmable, expired, over_size) of one step of the broker's trimming walk."""
+    now = config.as_of_ms
+    expired = (ret_minutes >= 0) & (ts + ret_minutes * 60000 < now)
+    over_size = (ret_mb >= 0) & (size_from_here > ret_mb * MB)
+    trimmable = _false(
+        (ledger_id < slowest)
+        & ~_false(is_last)
+        & (ts > 0)
+        & (ts <= now - config.retention_grace_s * 1000)
+        & (expired | over_size)
+    )
+    return trimmable, expired, over_size
+
+
+_POS_BITS, _ID_BITS = 20, 43
+
+
+def _walk_key() -> tuple[Column, Column]:
+    """(key, fits): the walk's order (position, then ledger id) as one long, for ``min_by``.
+
+    A long keeps the aggregation buffers fixed-width (hash aggregation, no sort by managed-ledger
+    name): ``position * 2^43 + ledger_id`` orders exactly like the walk wherever the position is
+    below 2^20 and the ledger id below 2^43 (ledger ids are a counter; 2^43 is 8.8e12). ``fits`` is
+    false elsewhere (also where either is null, which the walk sorts first); such a managed ledger
+    is walked in order, whatever its first step.
+    """
+    pos, lid = F.col("position"), F.col("ledger_id")
+    fits = _false((pos >= 0) & (pos < 1 << _POS_BITS) & (lid >= 0) & (lid < 1 << _ID_BITS))
+    return F.when(fits, pos.cast("long") * (1 << _ID_BITS) + lid), fits
+
+
 def managed_ledger_references(
-    ml_ledgers: DataFrame, cursors: DataFrame, policies: DataFrame, config: AuditConfig
+    ml_ledgers: DataFrame,
+    cursors: DataFrame,
+    policies: DataFrame,
+    config: AuditConfig,
+    keep: Intermediates | None = None,
 ) -> DataFrame:
     """Every ``ml_ledgers`` row as a reference, with the broker's trimming walk already done.
 
     ``ret_overdue`` marks the ledgers that ``internalTrimLedgers`` would delete (oldest first,
     stopping at the first non-trimmable); ``ret_ev`` carries their evidence.
+
+    The walk trims something only where its first step is trimmable, and that step is known from
+    per-managed-ledger aggregates (its row is the minimum of the walk's order; its size from here is
+    the managed ledger's whole size). So only those managed ledgers (kept by ``keep``, measured: few
+    are broadcast) are walked in order; every other row is a reference with nothing overdue, without
+    sorting the whole ledger list by managed-ledger name.
     """
-    now = config.as_of_ms
     mll = ml_ledgers.select(
         "managed_ledger",
         "tenant",
@@ -85,55 +135,123 @@ def managed_ledger_references(
         "offload_bucket",
         "offload_segments",
     )
-    mdl = F.col("mark_delete_ledger_id")
-    slow = cursors.groupBy(F.col("managed_ledger").alias("c_ml")).agg(
-        F.min(F.when(F.col("error").isNull(), mdl)).alias("slowest"),
-        F.min_by(
-            F.when(F.col("error").isNull(), F.col("cursor")), F.when(F.col("error").isNull(), mdl)
-        ).alias("slowest_cursor"),
-        F.sum(F.when(F.col("error").isNotNull() | mdl.isNull(), 1).otherwise(0)).alias("unknown_cursors"),
-    )
     pol = policies_by_namespace(policies, config)
-    j = mll.join(slow, mll["managed_ledger"] == slow["c_ml"], "left").join(
-        F.broadcast(pol), F.col("ns") == F.col("pol_ns"), "left"
+    rows = mll.join(F.broadcast(pol), F.col("ns") == F.col("pol_ns"), "left").select(
+        "*",
+        F.coalesce("pol_retention_minutes", F.lit(config.default_retention_minutes)).alias("ret_minutes"),
+        F.coalesce("pol_retention_mb", F.lit(config.default_retention_mb)).alias("ret_mb"),
     )
-    rm = F.coalesce("pol_retention_minutes", F.lit(config.default_retention_minutes))
-    rmb = F.coalesce("pol_retention_mb", F.lit(config.default_retention_mb))
+    size = F.coalesce("size", F.lit(0))
+    key, fits = _walk_key()
+    mdl = F.col("mark_delete_ledger_id")
+    # one aggregation per managed ledger over its ledgers and its cursors together (no join)
+    ledger = F.col("is_ledger")
+    both = rows.select(
+        "managed_ledger",
+        F.lit(True).alias("is_ledger"),
+        "ledger_id",
+        "is_last",
+        "timestamp_ms",
+        "ret_minutes",
+        "ret_mb",
+        size.alias("size"),
+        key.alias("key"),
+        (~fits).alias("odd"),
+        F.lit(None).cast("long").alias("mdl"),
+        F.lit(0).alias("unknown"),
+    ).unionByName(
+        cursors.where(F.col("managed_ledger").isNotNull()).select(
+            "managed_ledger",
+            F.lit(False).alias("is_ledger"),
+            F.when(F.col("error").isNull(), mdl).alias("mdl"),
+            F.when(F.col("error").isNotNull() | mdl.isNull(), 1).otherwise(0).alias("unknown"),
+        ),
+        allowMissingColumns=True,
+    )
+    per_ml = both.groupBy("managed_ledger").agg(
+        F.count(F.when(ledger, 1)).alias("n_ledgers"),
+        F.coalesce(F.max(F.when(_false(F.col("is_last")), F.col("ledger_id"))), F.max("ledger_id")).alias(
+            "last_id"
+        ),
+        F.sum("size").alias("ml_size"),
+        F.max("odd").alias("odd"),
+        F.min("mdl").alias("slowest"),
+        F.sum("unknown").alias("unknown_cursors"),
+        *(
+            F.min_by(c, F.col("key")).alias("first_" + c)
+            for c in ("ledger_id", "is_last", "timestamp_ms", "ret_minutes", "ret_mb")
+        ),
+    )
+    first_trimmable, _, _ = _trimmable(
+        F.col("first_ledger_id"),
+        F.coalesce("slowest", "last_id"),
+        F.col("first_is_last"),
+        F.col("first_timestamp_ms"),
+        F.col("first_ret_minutes"),
+        F.col("first_ret_mb"),
+        F.col("ml_size"),
+        config,
+    )
+    per_ml = per_ml.select(
+        F.col("managed_ledger").alias("w_ml"),
+        "n_ledgers",
+        "last_id",
+        "slowest",
+        ((F.col("n_ledgers") >= 2) & (F.col("unknown_cursors") == 0)).alias("eligible"),
+        (_false(F.col("odd")) | first_trimmable).alias("steps"),
+    )
+    good = cursors.where(F.col("error").isNull())
+    if keep is None or not keep.enabled or interprets(per_ml.sparkSession):
+        # small or lazy: every managed ledger walked in one plan (fewer jobs than choosing which)
+        slowest_cursor = good.groupBy(F.col("managed_ledger").alias("s_ml")).agg(
+            F.min_by("cursor", mdl).alias("slowest_cursor")
+        )
+        every = rows.join(per_ml, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left")
+        return _walk(every, slowest_cursor, config)
+    walked = keep.keep(per_ml.where("eligible AND steps"))
+    slowest_cursor = (
+        good.join(walked.select("w_ml"), F.col("managed_ledger") == F.col("w_ml"), "left_semi")
+        .groupBy(F.col("managed_ledger").alias("s_ml"))
+        .agg(F.min_by("cursor", mdl).alias("slowest_cursor"))
+    )
+    flagged = rows.join(walked, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left")
+    w = _walk(flagged.where(F.col("eligible").isNotNull()), slowest_cursor, config)
+    rest = flagged.where(F.col("eligible").isNull())
+    return w.unionByName(
+        _reference(rest, config, F.lit(False), F.lit(None).cast(w.schema["ret_ev"].dataType))
+    )
+
+
+def _walk(rows: DataFrame, slowest_cursor: DataFrame, config: AuditConfig) -> DataFrame:
+    """The trimming walk over whole managed ledgers' ``rows`` (with their per-managed-ledger columns)."""
+    w = rows.join(slowest_cursor, F.col("managed_ledger") == F.col("s_ml"), "left")
     order = Window.partitionBy("managed_ledger").orderBy(F.col("position").asc_nulls_first(), "ledger_id")
     whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     upto = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     size = F.coalesce("size", F.lit(0))
-    j = j.select(
+    w = w.select(
         "*",
-        rm.alias("ret_minutes"),
-        rmb.alias("ret_mb"),
-        F.count(F.lit(1)).over(whole).alias("n_ledgers"),
-        F.coalesce(
-            F.max(F.when(_false(F.col("is_last")), F.col("ledger_id"))).over(whole),
-            F.max("ledger_id").over(whole),
-        ).alias("last_id"),
         (F.sum(size).over(whole) - F.sum(size).over(upto) + size).alias("size_from_here"),
         F.row_number().over(order).alias("walk"),
     )
-    ts = F.col("timestamp_ms")
     slowest = F.coalesce("slowest", "last_id")
-    expired = (F.col("ret_minutes") >= 0) & (ts + F.col("ret_minutes") * 60000 < now)
-    over_size = (F.col("ret_mb") >= 0) & (F.col("size_from_here") > F.col("ret_mb") * MB)
-    trimmable = _false(
-        (F.col("ledger_id") < slowest)
-        & ~_false(F.col("is_last"))
-        & (ts > 0)
-        & (ts <= now - config.retention_grace_s * 1000)
-        & (expired | over_size)
+    trimmable, expired, over_size = _trimmable(
+        F.col("ledger_id"),
+        slowest,
+        F.col("is_last"),
+        F.col("timestamp_ms"),
+        F.col("ret_minutes"),
+        F.col("ret_mb"),
+        F.col("size_from_here"),
+        config,
     )
-    j = j.select("*", trimmable.alias("trimmable"), expired.alias("expired"), over_size.alias("over_size"))
+    w = w.select("*", trimmable.alias("trimmable"), expired.alias("expired"), over_size.alias("over_size"))
     stop = F.min(F.when(~F.col("trimmable"), F.col("walk"))).over(whole)
-    eligible = (
-        (F.col("n_ledgers") >= 2)
+    overdue = (
+        _false(F.col("eligible"))
         & ~_false(F.col("pol_error"))
-        & (F.coalesce("unknown_cursors", F.lit(0)) == 0)
+        & (F.col("walk") < F.coalesce(stop, F.lit(1 << 62)))
     )
-    overdue = eligible & (F.col("walk") < F.coalesce(stop, F.lit(1 << 62)))
     ret_ev = F.struct(
         F.lit("ledger").alias("per"),
         F.col("ret_minutes").alias("retention_minutes"),
@@ -147,8 +265,13 @@ def managed_ledger_references(
         F.col("slowest_cursor"),
         F.lit(config.retention_grace_s).alias("retention_grace_s"),
     )
+    return _reference(w, config, overdue, F.when(overdue, ret_ev))
+
+
+def _reference(rows: DataFrame, config: AuditConfig, overdue: Column, ret_ev: Column) -> DataFrame:
+    """``ml_ledgers`` rows (with their policy) as references, with their retention verdict."""
     offload = F.col("offload_uuid").isNotNull() | (F.size(F.coalesce("offload_segments", F.array())) > 0)
-    return j.select(
+    return rows.select(
         "ledger_id",
         F.lit(_ML).alias("ref_component"),
         F.col("managed_ledger").alias("ref_ml"),
@@ -169,7 +292,7 @@ def managed_ledger_references(
         ),
         F.when(offload, _false(F.col("pol_error"))).alias("pol_error"),
         overdue.alias("ret_overdue"),
-        F.when(overdue, ret_ev).alias("ret_ev"),
+        ret_ev.alias("ret_ev"),
     )
 
 

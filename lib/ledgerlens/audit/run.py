@@ -190,7 +190,9 @@ def _audit(
     # one row: the blind spots and the owned tenants, read by the ledger and offload rules
     facts = collected.frame(next(iter(t.values())).sparkSession)
     spots = facts.select("spots")
-    ml_refs = rules.managed_ledger_references(t["ml_ledgers"], t["cursors"], t["namespace_policies"], config)
+    ml_refs = rules.managed_ledger_references(
+        t["ml_ledgers"], t["cursors"], t["namespace_policies"], config, keep=keep
+    )
     refs = ml_refs.unionByName(cursor_references(t["cursors"]), allowMissingColumns=True).unionByName(
         schema_references(t["schema_ledgers"]), allowMissingColumns=True
     )
