@@ -306,7 +306,7 @@ def test_collect_without_s3_and_unreachable_zookeeper(
 
 _LOCAL_CLUSTER = textwrap.dedent(
     """
-    import json, sys
+    import json, sys, time
     from pyspark.sql import SparkSession
     from ledgerlens.spark import configure
     from ledgerlens.config import ZooKeeperSource
@@ -314,6 +314,10 @@ _LOCAL_CLUSTER = textwrap.dedent(
     hosts, root, out = sys.argv[1:4]
     spark = configure(SparkSession.builder, master="local-cluster[2,1,1024]").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus
+    deadline = time.monotonic() + 120  # both executor JVMs registered (slow on a busy machine)
+    while status().size() - 1 < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
     zk = ZooKeeperSource(hosts=hosts, ledgers_root=root + "/ledgers",
                          managed_ledgers_root=root + "/managed-ledgers", schemas_root=root + "/schemas",
                          policies_root=root + "/admin/policies", tasks=4)
