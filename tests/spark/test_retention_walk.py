@@ -137,11 +137,20 @@ def _walk(
 
 
 @pytest.mark.parametrize(
-    ("kept", "rows"),
-    [(True, 10_000_000), (True, 100), (False, 10_000_000)],
-    ids=["large-walks-only-trimmable-first-steps", "small-walks-all", "one-lazy-plan-walks-all"],
+    ("kept", "rows", "broadcast"),
+    [(True, 10_000_000, True), (True, 10_000_000, False), (True, 100, True), (False, 10_000_000, True)],
+    ids=[
+        "large-walks-only-trimmable-first-steps",
+        "large-with-too-many-to-broadcast",
+        "small-walks-all",
+        "one-lazy-plan-walks-all",
+    ],
 )
-def test_walk_of_only_the_trimmable_first_steps_is_the_whole_walk(spark: Any, kept: bool, rows: int) -> None:
+def test_walk_of_only_the_trimmable_first_steps_is_the_whole_walk(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, kept: bool, rows: int, broadcast: bool
+) -> None:
+    if not broadcast:
+        monkeypatch.setattr(rules, "WALK_BROADCAST_ROWS", 0)
     ledgers, cursors, policies = _inventory(seed=186)
     expected = _walk(ledgers, cursors, policies)
     overdue = sum(v is not None for v in expected.values())

@@ -100,6 +100,9 @@ def _walk_key() -> tuple[Column, Column]:
     return F.when(fits, pos.cast("long") * (1 << _ID_BITS) + lid), fits
 
 
+WALK_BROADCAST_ROWS = 250_000  # managed ledgers to walk: a name and four numbers each, about 25 MiB
+
+
 def managed_ledger_references(
     ml_ledgers: DataFrame,
     cursors: DataFrame,
@@ -114,9 +117,11 @@ def managed_ledger_references(
 
     The walk trims something only where its first step is trimmable, and that step is known from
     per-managed-ledger aggregates (its row is the minimum of the walk's order; its size from here is
-    the managed ledger's whole size). So only those managed ledgers (kept by ``keep``, measured: few
-    are broadcast) are walked in order; every other row is a reference with nothing overdue, without
-    sorting the whole ledger list by managed-ledger name.
+    the managed ledger's whole size). So only those managed ledgers (kept by ``keep``; up to
+    ``WALK_BROADCAST_ROWS`` broadcast) are walked in order; every other row is a reference with
+    nothing overdue, without sorting the whole ledger list by managed-ledger name. Small inventories
+    (expressions interpreted) and lazy plans (no ``keep``) walk every managed ledger: one plan, no
+    job to choose.
     """
     mll = ml_ledgers.select(
         "managed_ledger",
@@ -209,6 +214,8 @@ def managed_ledger_references(
         every = rows.join(per_ml, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left")
         return _walk(every, slowest_cursor, config)
     walked = keep.keep(per_ml.where("eligible AND steps"))
+    if walked.count() <= WALK_BROADCAST_ROWS:  # counted from the cache; above, both sides shuffled
+        walked = F.broadcast(walked)
     slowest_cursor = (
         good.join(walked.select("w_ml"), F.col("managed_ledger") == F.col("w_ml"), "left_semi")
         .groupBy(F.col("managed_ledger").alias("s_ml"))
