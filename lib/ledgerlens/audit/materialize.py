@@ -38,9 +38,13 @@ def measured(df: DataFrame) -> DataFrame:
     the product of its sides), so every later join against it shuffles both sides. Cached and
     counted, the same rows report their real size and a small side is broadcast when planned.
     """
+    return _measured(df)[0]
+
+
+def _measured(df: DataFrame) -> tuple[DataFrame, int]:
+    """:func:`measured` and its row count (the count that measures it)."""
     out = materialized(df).persist(StorageLevel.MEMORY_AND_DISK)
-    out.count()
-    return out
+    return out, out.count()
 
 
 def unmeasure(df: DataFrame) -> None:
@@ -67,6 +71,12 @@ class Intermediates:
         out = measured(df) if measure else materialized(df)
         self._kept.append((out, measure))
         return out
+
+    def counted(self, df: DataFrame) -> tuple[DataFrame, int]:
+        """``df`` kept measured, and its row count (from the same job); enabled only."""
+        out, rows = _measured(df)
+        self._kept.append((out, True))
+        return out, rows
 
     def release(self) -> None:
         """Free every kept intermediate."""

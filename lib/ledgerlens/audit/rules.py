@@ -208,29 +208,26 @@ def managed_ledger_references(
     good = cursors.where(F.col("error").isNull())
     if keep is None or not keep.enabled or interprets(per_ml.sparkSession):
         # small or lazy: every managed ledger walked in one plan (fewer jobs than choosing which)
-        slowest_cursor = good.groupBy(F.col("managed_ledger").alias("s_ml")).agg(
-            F.min_by("cursor", mdl).alias("slowest_cursor")
-        )
         every = rows.join(per_ml, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left")
-        return _walk(every, slowest_cursor, config)
-    walked = keep.keep(per_ml.where("eligible AND steps"))
-    if walked.count() <= WALK_BROADCAST_ROWS:  # counted from the cache; above, both sides shuffled
+        return _walk(every, good, config)
+    walked, count = keep.counted(per_ml.where("eligible AND steps"))
+    if count <= WALK_BROADCAST_ROWS:  # above, both sides shuffled
         walked = F.broadcast(walked)
-    slowest_cursor = (
-        good.join(walked.select("w_ml"), F.col("managed_ledger") == F.col("w_ml"), "left_semi")
-        .groupBy(F.col("managed_ledger").alias("s_ml"))
-        .agg(F.min_by("cursor", mdl).alias("slowest_cursor"))
-    )
     flagged = rows.join(walked, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left")
-    w = _walk(flagged.where(F.col("eligible").isNotNull()), slowest_cursor, config)
+    good = good.join(walked.select("w_ml"), F.col("managed_ledger") == F.col("w_ml"), "left_semi")
+    w = _walk(flagged.where(F.col("eligible").isNotNull()), good, config)
     rest = flagged.where(F.col("eligible").isNull())
     return w.unionByName(
         _reference(rest, config, F.lit(False), F.lit(None).cast(w.schema["ret_ev"].dataType))
     )
 
 
-def _walk(rows: DataFrame, slowest_cursor: DataFrame, config: AuditConfig) -> DataFrame:
-    """The trimming walk over whole managed ledgers' ``rows`` (with their per-managed-ledger columns)."""
+def _walk(rows: DataFrame, cursors: DataFrame, config: AuditConfig) -> DataFrame:
+    """The trimming walk over whole managed ledgers' ``rows`` (with their per-managed-ledger columns);
+    ``cursors``: their readable cursors, for the name of the slowest."""
+    slowest_cursor = cursors.groupBy(F.col("managed_ledger").alias("s_ml")).agg(
+        F.min_by("cursor", F.col("mark_delete_ledger_id")).alias("slowest_cursor")
+    )
     w = rows.join(slowest_cursor, F.col("managed_ledger") == F.col("s_ml"), "left")
     order = Window.partitionBy("managed_ledger").orderBy(F.col("position").asc_nulls_first(), "ledger_id")
     whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
