@@ -95,7 +95,8 @@ def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
     inventory is loaded as such, ``collect.load_inventory``), and no adaptive execution (its
     re-planning between query stages costs more than it saves on tiny tables: the rules of a
     93-ledger audit run in about 7 s instead of 11 s, warm). Larger ones: at least one shuffle partition per
-    ``ROWS_PER_SHUFFLE_PARTITION`` rows (adaptive execution coalesces them further).
+    ``ROWS_PER_SHUFFLE_PARTITION`` rows (adaptive execution coalesces them further, to no fewer
+    than 4 per core).
     Up to ``INTERPRETED_ROWS`` rows nothing is compiled (no whole-stage code generation, expressions
     interpreted): a cold JVM spends longer compiling the few hundred generated classes of an audit's
     plans than running them on that few rows (the generated cluster of 93 ledgers: end to end
@@ -112,7 +113,12 @@ def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
         if rows <= INTERPRETED_ROWS:
             out |= _INTERPRETED
         return out
-    return {"spark.sql.shuffle.partitions": str(max(parallelism, rows // ROWS_PER_SHUFFLE_PARTITION))}
+    return {
+        "spark.sql.shuffle.partitions": str(max(parallelism, rows // ROWS_PER_SHUFFLE_PARTITION)),
+        # adaptive execution coalesces a shuffle to about one partition per core otherwise (3 tasks
+        # of the 10M audit's 108 MB join on 2 cores: the last runs alone); 4 per core balance
+        "spark.sql.adaptive.coalescePartitions.minPartitionNum": str(4 * parallelism),
+    }
 
 
 @contextmanager

@@ -548,6 +548,40 @@ def test_interpreted_small_audit_finds_what_the_compiled_plan_finds(
         assert audit(spark, main_rows, offload_bucket="tier") == main
 
 
+def test_large_audit_joins_only_the_ledgers_a_rule_reads(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, main_rows: dict[str, list[dict[str, Any]]]
+) -> None:
+    """A large audit decides the BookKeeper join on narrow columns first and joins whole only the
+    ledger ids it selected (``rules.join_candidates``); it finds exactly what one whole join finds,
+    rows with a null ledger id included (they never match, so each is unmatched in both plans)."""
+    from ledgerlens.audit import rules
+
+    rows = {k: list(v) for k, v in main_rows.items()}
+    rows["ml_ledgers"] += ledgers("m/ns/persistent/nullid", {"ledger_id": None}, {"ledger_id": 9001})
+    rows["bk_ledgers"] += [
+        bk(9001, "m/ns/persistent/nullid"),
+        {**bk(0), "ledger_id": None, "error": "bad path"},
+    ]
+    restricted: list[bool] = []  # per reading of the managed-ledger references: to chosen ids?
+    read = rules.ManagedLedgerReferences.of
+
+    def spied(self: Any, only: Any = None) -> Any:
+        restricted.append(only is not None)
+        return read(self, only)
+
+    monkeypatch.setattr(rules.ManagedLedgerReferences, "of", spied)
+    monkeypatch.setattr(rules, "TWO_PHASE_BYTES", 0)  # as large as a 10M-ledger inventory
+    two_phase = audit(spark, rows, offload_bucket="tier")
+    assert restricted == [True]  # decided on narrow columns, then joined whole for the chosen ids
+    monkeypatch.setattr(rules, "CANDIDATES_BROADCAST_ROWS", -1)  # too many chosen: one whole join
+    one_join = audit(spark, rows, offload_bucket="tier")
+    assert restricted == [True, False]
+    assert two_phase == one_join
+    nulls = [f for f in two_phase if f["kind"] == "missing_ledger" and f["ledger_id"] is None]
+    assert [f["managed_ledger"] for f in nulls] == ["m/ns/persistent/nullid"]
+    assert len({f["kind"] for f in two_phase}) >= 10
+
+
 def _without_probed_rows(
     rows: Mapping[str, list[dict[str, Any]]], *, corrupt: bool
 ) -> dict[str, list[dict[str, Any]]]:

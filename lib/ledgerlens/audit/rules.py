@@ -103,13 +103,7 @@ def _walk_key() -> tuple[Column, Column]:
 WALK_BROADCAST_ROWS = 250_000  # managed ledgers to walk: a name and four numbers each, about 25 MiB
 
 
-def managed_ledger_references(
-    ml_ledgers: DataFrame,
-    cursors: DataFrame,
-    policies: DataFrame,
-    config: AuditConfig,
-    keep: Intermediates | None = None,
-) -> DataFrame:
+class ManagedLedgerReferences:
     """Every ``ml_ledgers`` row as a reference, with the broker's trimming walk already done.
 
     ``ret_overdue`` marks the ledgers that ``internalTrimLedgers`` would delete (oldest first,
@@ -118,38 +112,118 @@ def managed_ledger_references(
     The walk trims something only where its first step is trimmable, and that step is known from
     per-managed-ledger aggregates (its row is the minimum of the walk's order; its size from here is
     the managed ledger's whole size). So only those managed ledgers (kept by ``keep``; up to
-    ``WALK_BROADCAST_ROWS`` broadcast) are walked in order; every other row is a reference with
-    nothing overdue, without sorting the whole ledger list by managed-ledger name. Small inventories
-    (expressions interpreted) and lazy plans (no ``keep``) walk every managed ledger: one plan, no
-    job to choose.
+    ``WALK_BROADCAST_ROWS`` broadcast) are walked in order, once, and their references kept; every
+    other row is a reference with nothing overdue, without sorting the whole ledger list by
+    managed-ledger name. Small inventories (expressions interpreted) and lazy plans (no ``keep``)
+    walk every managed ledger: one plan, no job to choose.
     """
-    mll = ml_ledgers.select(
-        "managed_ledger",
-        "tenant",
-        F.coalesce("namespace", ml_namespace(F.col("managed_ledger"))).alias("ns"),
-        "ledger_id",
-        "position",
-        "is_last",
-        "size",
-        "entries",
-        "timestamp_ms",
-        "offload_uuid",
-        "offload_complete",
-        "offload_bookkeeper_deleted",
-        "offload_timestamp_ms",
-        "offload_bucket",
-        "offload_segments",
-    )
-    pol = policies_by_namespace(policies, config)
-    rows = mll.join(F.broadcast(pol), F.col("ns") == F.col("pol_ns"), "left").select(
-        "*",
-        F.coalesce("pol_retention_minutes", F.lit(config.default_retention_minutes)).alias("ret_minutes"),
-        F.coalesce("pol_retention_mb", F.lit(config.default_retention_mb)).alias("ret_mb"),
-    )
+
+    def __init__(
+        self,
+        ml_ledgers: DataFrame,
+        cursors: DataFrame,
+        policies: DataFrame,
+        config: AuditConfig,
+        keep: Intermediates | None = None,
+    ) -> None:
+        self._ml_ledgers, self._config = ml_ledgers, config
+        self._policies = policies_by_namespace(policies, config)
+        rows = self._rows(ml_ledgers)
+        per_ml = _first_steps(rows, cursors, config)
+        good = cursors.where(F.col("error").isNull())
+        self._walked: DataFrame | None = None
+        if keep is None or not keep.enabled or interprets(per_ml.sparkSession):
+            # small or lazy: every managed ledger walked in one plan (fewer jobs than choosing which)
+            every = rows.join(per_ml, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left")
+            self._all = _walk(every, good, config)
+            return
+        walked, count = keep.counted(per_ml.where("eligible AND steps"))
+        if count <= WALK_BROADCAST_ROWS:  # above, both sides shuffled
+            walked = F.broadcast(walked)
+        self._names = walked.select("w_ml")
+        flagged = rows.join(walked, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "inner")
+        good = good.join(self._names, F.col("managed_ledger") == F.col("w_ml"), "left_semi")
+        # kept: ``of`` is read more than once (``join_candidates``), and ties in the walk's order must
+        # resolve the same way every time
+        self._walked = keep.keep(_walk(flagged, good, config), measure=False)
+
+    def _rows(self, ml_ledgers: DataFrame) -> DataFrame:
+        """``ml_ledgers`` with their namespace's retention (``ret_*``) and policy columns."""
+        config = self._config
+        mll = ml_ledgers.select(
+            "managed_ledger",
+            "tenant",
+            F.coalesce("namespace", ml_namespace(F.col("managed_ledger"))).alias("ns"),
+            "ledger_id",
+            "position",
+            "is_last",
+            "size",
+            "entries",
+            "timestamp_ms",
+            "offload_uuid",
+            "offload_complete",
+            "offload_bookkeeper_deleted",
+            "offload_timestamp_ms",
+            "offload_bucket",
+            "offload_segments",
+        )
+        return mll.join(F.broadcast(self._policies), F.col("ns") == F.col("pol_ns"), "left").select(
+            "*",
+            F.coalesce("pol_retention_minutes", F.lit(config.default_retention_minutes)).alias("ret_minutes"),
+            F.coalesce("pol_retention_mb", F.lit(config.default_retention_mb)).alias("ret_mb"),
+        )
+
+    def of(self, only: DataFrame | None = None) -> DataFrame:
+        """The references. ``only`` (a ``c_id`` column of ledger ids): at least the references to
+        those ids (and to null ids), the rows not walked read only for them (a semi-join at the scan,
+        where Catalyst would not push one down through the policy join)."""
+        if self._walked is None:
+            return self._all
+        ml = self._ml_ledgers
+        if only is not None:
+            ml = ml.join(only, F.col("ledger_id").eqNullSafe(F.col("c_id")), "left_semi")
+        rest = self._rows(ml).join(
+            self._names, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left_anti"
+        )
+        ev = F.lit(None).cast(self._walked.schema["ret_ev"].dataType)
+        return self._walked.unionByName(_reference(rest, self._config, F.lit(False), ev))
+
+    def deciding(self) -> DataFrame:
+        """A superset of ``of()``, exact in the columns ``_selected`` reads: the walked references,
+        and every ``ml_ledgers`` row as a reference with nothing overdue (the walked ones twice).
+
+        Without the anti-join by name, and with the policy columns unread (the policy join is then
+        left out: one row per namespace), Catalyst reads only those few columns of ``ml_ledgers``.
+        Large audits only (``join_candidates``).
+        """
+        if self._walked is None:
+            return self._all
+        ev = F.lit(None).cast(self._walked.schema["ret_ev"].dataType)
+        every = _reference(self._rows(self._ml_ledgers), self._config, F.lit(False), ev)
+        return self._walked.unionByName(every)
+
+
+def managed_ledger_references(
+    ml_ledgers: DataFrame,
+    cursors: DataFrame,
+    policies: DataFrame,
+    config: AuditConfig,
+    keep: Intermediates | None = None,
+) -> DataFrame:
+    """Every ``ml_ledgers`` row as a reference, walked (``ManagedLedgerReferences``)."""
+    return ManagedLedgerReferences(ml_ledgers, cursors, policies, config, keep).of()
+
+
+def _first_steps(rows: DataFrame, cursors: DataFrame, config: AuditConfig) -> DataFrame:
+    """Per managed ledger (``w_ml``): ledger count, last ledger, slowest cursor, whether the walk may
+    trim (``eligible``) and whether its first step is trimmable or unknown (``steps``).
+
+    One aggregation over its ledgers and its cursors together (a union, no join); the first step
+    is the ``min_by`` of the walk's order (``_walk_key``), its size from here the whole size.
+    """
     size = F.coalesce("size", F.lit(0))
     key, fits = _walk_key()
     mdl = F.col("mark_delete_ledger_id")
-    # one aggregation per managed ledger over its ledgers and its cursors together (no join)
     ledger = F.col("is_ledger")
     both = rows.select(
         "managed_ledger",
@@ -197,28 +271,13 @@ def managed_ledger_references(
         F.col("ml_size"),
         config,
     )
-    per_ml = per_ml.select(
+    return per_ml.select(
         F.col("managed_ledger").alias("w_ml"),
         "n_ledgers",
         "last_id",
         "slowest",
         ((F.col("n_ledgers") >= 2) & (F.col("unknown_cursors") == 0)).alias("eligible"),
         (_false(F.col("odd")) | first_trimmable).alias("steps"),
-    )
-    good = cursors.where(F.col("error").isNull())
-    if keep is None or not keep.enabled or interprets(per_ml.sparkSession):
-        # small or lazy: every managed ledger walked in one plan (fewer jobs than choosing which)
-        every = rows.join(per_ml, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left")
-        return _walk(every, good, config)
-    walked, count = keep.counted(per_ml.where("eligible AND steps"))
-    if count <= WALK_BROADCAST_ROWS:  # above, both sides shuffled
-        walked = F.broadcast(walked)
-    flagged = rows.join(walked, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left")
-    good = good.join(walked.select("w_ml"), F.col("managed_ledger") == F.col("w_ml"), "left_semi")
-    w = _walk(flagged.where(F.col("eligible").isNotNull()), good, config)
-    rest = flagged.where(F.col("eligible").isNull())
-    return w.unionByName(
-        _reference(rest, config, F.lit(False), F.lit(None).cast(w.schema["ret_ev"].dataType))
     )
 
 
@@ -328,6 +387,52 @@ def join_bookkeeper(bk_ledgers: DataFrame, references: DataFrame) -> DataFrame:
         F.lit(True).alias("bk_present"),
     )
     return bk.join(references, "ledger_id", "full_outer")
+
+
+TWO_PHASE_BYTES = 128 * MB  # BookKeeper's ledgers as Spark sizes them (Parquet bytes): ~4M ledgers
+CANDIDATES_BROADCAST_ROWS = 2_000_000  # ledger ids the ledger rules read: a long each, about 32 MiB hashed
+
+
+def join_candidates(
+    bk_ledgers: DataFrame,
+    ml_refs: ManagedLedgerReferences,
+    others: DataFrame,
+    config: AuditConfig,
+    *,
+    offload: bool,
+    keep: Intermediates,
+) -> DataFrame:
+    """``join_bookkeeper`` of every reference (``ml_refs`` and the ``others``), and in a large audit
+    only the ledger ids whose rows ``ledger_rules`` reads.
+
+    Nearly every joined row is a referenced ledger that BookKeeper has and no rule flags. So the join
+    is first decided on the few columns the rules' row filter reads (``_selected``; Catalyst prunes
+    the rest before the shuffle: a tenth of the bytes), over ``ml_refs.deciding()``. The ids it
+    selects are kept, and only the rows with those ids (null ids included) are joined whole, both
+    sides filtered by a broadcast semi-join. Every row of such an id is joined exactly as in the one
+    join, so the rules see the same rows. Lazy audits, audits of fewer than ``TWO_PHASE_BYTES`` of
+    BookKeeper ledgers (the 1M benchmark: 30 MB, where the phases' extra jobs cost about 1 s more
+    than the narrow join saves) and audits where more than ``CANDIDATES_BROADCAST_ROWS`` ids are
+    selected join once.
+    """
+
+    def references(only: DataFrame | None) -> DataFrame:
+        return ml_refs.of(only).unionByName(others, allowMissingColumns=True)
+
+    size = bk_ledgers._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+    if not keep.enabled or interprets(bk_ledgers.sparkSession) or int(size) < TWO_PHASE_BYTES:
+        return join_bookkeeper(bk_ledgers, references(None))
+    deciding = join_bookkeeper(bk_ledgers, ml_refs.deciding().unionByName(others, allowMissingColumns=True))
+    selected = deciding.filter(_selected(config, offload=offload)).select(F.col("ledger_id").alias("c_id"))
+    ids, count = keep.counted(selected)
+    if count > CANDIDATES_BROADCAST_ROWS:
+        return join_bookkeeper(bk_ledgers, references(None))
+    ids = F.broadcast(ids)
+
+    def chosen(df: DataFrame) -> DataFrame:
+        return df.join(ids, F.col("ledger_id").eqNullSafe(F.col("c_id")), "left_semi")
+
+    return join_bookkeeper(chosen(bk_ledgers), chosen(references(ids)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -561,6 +666,31 @@ OFFLOAD_ROW = (
 )
 
 
+def _candidate(config: AuditConfig) -> Column:
+    """A joined row some ledger rule may flag: cheap conditions, a superset of ``_ledger_items``'."""
+    now = config.as_of_ms
+    ref, is_ml = F.col("ref_component"), F.col("ref_component") == _ML
+    return (
+        (
+            ref.isNull()
+            & F.col("bk_error").isNull()
+            & (F.col("ctime_ms") <= now - config.min_orphan_age_s * 1000)
+        )
+        | (F.col("bk_present").isNull() & ref.isNotNull() & ~(is_ml & _false(_offload_complete())))
+        | (
+            is_ml
+            & (F.col("state") == "OPEN")
+            & (F.col("ctime_ms") <= now - config.open_ledger_max_age_s * 1000)
+        )
+        | (is_ml & _false(F.col("ret_overdue")))
+    )
+
+
+def _selected(config: AuditConfig, *, offload: bool) -> Column:
+    """The joined rows ``ledger_rules`` reads: candidates, and with ``offload`` offloaded ledgers."""
+    return _candidate(config) | _is_offloaded() if offload else _candidate(config)
+
+
 def ledger_rules(
     joined: DataFrame,
     facts: DataFrame,
@@ -578,22 +708,7 @@ def ledger_rules(
     ``facts`` is one row with the ``spots`` (``references.blind_spot_looks``) and ``owned``
     (``ownership.owned_tenants``) columns: ledgers of other tenants are ``foreign_ledger``.
     """
-    now = config.as_of_ms
-    ref, is_ml = F.col("ref_component"), F.col("ref_component") == _ML
-    candidate = (
-        (
-            ref.isNull()
-            & F.col("bk_error").isNull()
-            & (F.col("ctime_ms") <= now - config.min_orphan_age_s * 1000)
-        )
-        | (F.col("bk_present").isNull() & ref.isNotNull() & ~(is_ml & _false(_offload_complete())))
-        | (
-            is_ml
-            & (F.col("state") == "OPEN")
-            & (F.col("ctime_ms") <= now - config.open_ledger_max_age_s * 1000)
-        )
-        | (is_ml & _false(F.col("ret_overdue")))
-    )
+    candidate = _candidate(config)
     offloaded = _is_offloaded()
     # Cheap filter on the big join, then the few rows left are materialized once (``keep``):
     # every rule below reads that small result. Without it, Catalyst pushes each consumer's filter
@@ -601,7 +716,7 @@ def ledger_rules(
     # apply).
     # the one-row facts are joined before the rows are kept: every rule's plan is then a filter and a
     # select over the kept rows, not 14 more joins
-    step = joined.filter(candidate | offloaded if offload else candidate).crossJoin(F.broadcast(facts))
+    step = joined.filter(_selected(config, offload=offload)).crossJoin(F.broadcast(facts))
     # measured (counted: its true size lets the offload joins broadcast it) unless the audit is
     # small and interpreted: there the count is a query more than those joins save
     step = (
