@@ -393,6 +393,11 @@ TWO_PHASE_BYTES = 128 * MB  # BookKeeper's ledgers as Spark sizes them (Parquet 
 CANDIDATES_BROADCAST_ROWS = 2_000_000  # ledger ids the ledger rules read: a long each, about 32 MiB hashed
 
 
+def _estimated_bytes(df: DataFrame) -> int:
+    """The size Catalyst estimates for ``df`` (a Parquet scan: its files' bytes); no job runs."""
+    return int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+
+
 def join_candidates(
     bk_ledgers: DataFrame,
     ml_refs: ManagedLedgerReferences,
@@ -419,8 +424,11 @@ def join_candidates(
     def references(only: DataFrame | None) -> DataFrame:
         return ml_refs.of(only).unionByName(others, allowMissingColumns=True)
 
-    size = bk_ledgers._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
-    if not keep.enabled or interprets(bk_ledgers.sparkSession) or int(size) < TWO_PHASE_BYTES:
+    if (
+        not keep.enabled
+        or interprets(bk_ledgers.sparkSession)
+        or _estimated_bytes(bk_ledgers) < TWO_PHASE_BYTES
+    ):
         return join_bookkeeper(bk_ledgers, references(None))
     deciding = join_bookkeeper(bk_ledgers, ml_refs.deciding().unionByName(others, allowMissingColumns=True))
     selected = deciding.filter(_selected(config, offload=offload)).select(F.col("ledger_id").alias("c_id"))
