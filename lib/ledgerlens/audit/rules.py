@@ -100,6 +100,14 @@ def _walk_key() -> tuple[Column, Column]:
     return F.when(fits, pos.cast("long") * (1 << _ID_BITS) + lid), fits
 
 
+_OFFLOAD_COLUMNS = (  # of an ml_ledgers row, carried into its reference as they are
+    "offload_uuid",
+    "offload_complete",
+    "offload_bookkeeper_deleted",
+    "offload_timestamp_ms",
+    "offload_bucket",
+    "offload_segments",
+)
 WALK_BROADCAST_ROWS = 250_000  # managed ledgers to walk: a name and four numbers each, about 25 MiB
 
 
@@ -160,12 +168,7 @@ class ManagedLedgerReferences:
             "size",
             "entries",
             "timestamp_ms",
-            "offload_uuid",
-            "offload_complete",
-            "offload_bookkeeper_deleted",
-            "offload_timestamp_ms",
-            "offload_bucket",
-            "offload_segments",
+            *_OFFLOAD_COLUMNS,
         )
         return mll.join(F.broadcast(self._policies), F.col("ns") == F.col("pol_ns"), "left").select(
             "*",
@@ -185,8 +188,7 @@ class ManagedLedgerReferences:
         rest = self._rows(ml).join(
             self._names, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left_anti"
         )
-        ev = F.lit(None).cast(self._walked.schema["ret_ev"].dataType)
-        return self._walked.unionByName(_reference(rest, self._config, F.lit(False), ev))
+        return self._walked.unionByName(self._not_overdue(rest))
 
     def deciding(self) -> DataFrame:
         """A superset of ``of()``, exact in the columns ``_selected`` reads: the walked references,
@@ -198,9 +200,13 @@ class ManagedLedgerReferences:
         """
         if self._walked is None:
             return self._all
+        return self._walked.unionByName(self._not_overdue(self._rows(self._ml_ledgers)))
+
+    def _not_overdue(self, rows: DataFrame) -> DataFrame:
+        """``rows`` (of ``_rows``) as references with nothing overdue (large audits)."""
+        assert self._walked is not None
         ev = F.lit(None).cast(self._walked.schema["ret_ev"].dataType)
-        every = _reference(self._rows(self._ml_ledgers), self._config, F.lit(False), ev)
-        return self._walked.unionByName(every)
+        return _reference(rows, self._config, F.lit(False), ev)
 
 
 def managed_ledger_references(
@@ -344,12 +350,7 @@ def _reference(rows: DataFrame, config: AuditConfig, overdue: Column, ret_ev: Co
         F.col("entries").alias("ref_entries"),
         "is_last",
         "position",
-        "offload_uuid",
-        "offload_complete",
-        "offload_bookkeeper_deleted",
-        "offload_timestamp_ms",
-        "offload_bucket",
-        "offload_segments",
+        *_OFFLOAD_COLUMNS,
         F.when(offload, F.coalesce("pol_lag_ms", F.lit(config.default_offload_deletion_lag_ms))).alias(
             "lag_ms"
         ),
@@ -660,12 +661,7 @@ OFFLOAD_ROW = (
     "ref_namespace",
     "ref_size",
     "ref_entries",
-    "offload_uuid",
-    "offload_complete",
-    "offload_bookkeeper_deleted",
-    "offload_timestamp_ms",
-    "offload_bucket",
-    "offload_segments",
+    *_OFFLOAD_COLUMNS,
     "lag_ms",
     "pol_error",
     "bk_present",
