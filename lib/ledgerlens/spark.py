@@ -86,6 +86,11 @@ def interprets(spark: SparkSession) -> bool:
     return all(spark.conf.get(k, None) == v for k, v in _INTERPRETED.items())
 
 
+def adapts(spark: SparkSession) -> bool:
+    """Whether ``spark`` re-plans queries between stages from the rows shuffled (adaptive execution)."""
+    return (spark.conf.get("spark.sql.adaptive.enabled", None) or "true").lower() == "true"
+
+
 def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
     """SQL settings for an audit of ``rows`` inventory rows on ``parallelism`` cores.
 

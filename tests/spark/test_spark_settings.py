@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from ledgerlens.spark import INTERPRETED_ROWS, SMALL_INVENTORY_ROWS, settings_for_rows, sized_for
+from ledgerlens.spark import INTERPRETED_ROWS, SMALL_INVENTORY_ROWS, adapts, settings_for_rows, sized_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.unit]
 
@@ -41,9 +41,11 @@ def test_large_inventories_compile_and_scale_partitions_with_rows() -> None:
 def test_sized_for_restores_the_session(spark) -> None:  # type: ignore[no-untyped-def]
     before = spark.conf.get("spark.sql.shuffle.partitions")
     adaptive = spark.conf.get("spark.sql.adaptive.enabled")
+    assert adapts(spark) == (adaptive == "true")
     with sized_for(spark, 100) as applied:
         assert spark.conf.get("spark.sql.shuffle.partitions") == applied["spark.sql.shuffle.partitions"]
         assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+        assert not adapts(spark)  # small audits: the rules' joins are sized by counting what they keep
         assert spark.range(5).groupBy((F.col("id") % 2).alias("k")).count().count() == 2
     assert spark.conf.get("spark.sql.shuffle.partitions") == before
     assert spark.conf.get("spark.sql.adaptive.enabled") == adaptive
