@@ -31,10 +31,12 @@ def test_large_inventories_compile_and_scale_partitions_with_rows() -> None:
     assert big == {
         "spark.sql.shuffle.partitions": "40",
         "spark.sql.adaptive.coalescePartitions.minPartitionNum": "8",
+        "spark.sql.codegen.aggregate.map.twolevel.enabled": "false",
     }
     assert settings_for_rows(SMALL_INVENTORY_ROWS + 1, parallelism=8) == {
         "spark.sql.shuffle.partitions": "8",
         "spark.sql.adaptive.coalescePartitions.minPartitionNum": "32",
+        "spark.sql.codegen.aggregate.map.twolevel.enabled": "false",
     }
 
 
