@@ -1,4 +1,4 @@
-"""The retention walk (``rules.managed_ledger_references``) against a plain Python walk.
+"""The retention walk (``rules.ManagedLedgerReferences``) against a plain Python walk.
 
 The audit walks in order only the managed ledgers whose first step is trimmable, found by
 aggregation; this checks that shortcut against the walk as the broker does it, ledger by ledger,
@@ -163,13 +163,17 @@ def test_walk_of_only_the_trimmable_first_steps_is_the_whole_walk(
 
     keep = Intermediates(enabled=kept)
     with sized_for(spark, rows):  # the inventory size the audit plans the walk for
-        refs = rules.managed_ledger_references(
-            frame("ml_ledgers", ledgers),
-            frame("cursors", cursors),
-            frame("namespace_policies", policies),
-            CFG,
-            keep=keep,
-        ).collect()
+        refs = (
+            rules.ManagedLedgerReferences(
+                frame("ml_ledgers", ledgers),
+                frame("cursors", cursors),
+                frame("namespace_policies", policies),
+                CFG,
+                keep=keep,
+            )
+            .of()
+            .collect()
+        )
         keep.release()
     got: dict[tuple[str, int], tuple[Any, ...] | None] = {}
     for r in refs:

@@ -31,18 +31,14 @@ def release(df: DataFrame) -> None:
     _blocks(df).unpersist(False)
 
 
-def measured(df: DataFrame) -> DataFrame:
-    """``df`` :func:`materialized` and cached with its true size (free it with :func:`unmeasure`).
+def measured(df: DataFrame) -> tuple[DataFrame, int]:
+    """``df`` :func:`materialized` and cached with its true size (free it with :func:`unmeasure`),
+    and its row count (the count that measures it).
 
     A local checkpoint carries the size Catalyst estimated for the plan it came from (a join's:
     the product of its sides), so every later join against it shuffles both sides. Cached and
     counted, the same rows report their real size and a small side is broadcast when planned.
     """
-    return _measured(df)[0]
-
-
-def _measured(df: DataFrame) -> tuple[DataFrame, int]:
-    """:func:`measured` and its row count (the count that measures it)."""
     out = materialized(df).persist(StorageLevel.MEMORY_AND_DISK)
     return out, out.count()
 
@@ -68,13 +64,15 @@ class Intermediates:
         joined (its true size plans the join), else only :func:`materialized`."""
         if not self.enabled:
             return df
-        out = measured(df) if measure else materialized(df)
-        self._kept.append((out, measure))
+        if measure:
+            return self.counted(df)[0]
+        out = materialized(df)
+        self._kept.append((out, False))
         return out
 
     def counted(self, df: DataFrame) -> tuple[DataFrame, int]:
-        """``df`` kept measured, and its row count (from the same job); enabled only."""
-        out, rows = _measured(df)
+        """``df`` kept :func:`measured`, and its row count (from the same job); enabled only."""
+        out, rows = measured(df)
         self._kept.append((out, True))
         return out, rows
 

@@ -120,10 +120,10 @@ class ManagedLedgerReferences:
     The walk trims something only where its first step is trimmable, and that step is known from
     per-managed-ledger aggregates (its row is the minimum of the walk's order; its size from here is
     the managed ledger's whole size). So only those managed ledgers (kept by ``keep``; up to
-    ``WALK_BROADCAST_ROWS`` broadcast) are walked in order, once, and their references kept; every
-    other row is a reference with nothing overdue, without sorting the whole ledger list by
-    managed-ledger name. Small inventories (expressions interpreted) and lazy plans (no ``keep``)
-    walk every managed ledger: one plan, no job to choose.
+    ``WALK_BROADCAST_ROWS`` broadcast) are walked in order (their references kept where they are
+    read twice, ``deciding``); every other row is a reference with nothing overdue, without
+    sorting the whole ledger list by managed-ledger name. Small inventories (expressions
+    interpreted) and lazy plans (no ``keep``) walk every managed ledger: one plan, no job to choose.
     """
 
     def __init__(
@@ -134,7 +134,7 @@ class ManagedLedgerReferences:
         config: AuditConfig,
         keep: Intermediates | None = None,
     ) -> None:
-        self._ml_ledgers, self._config = ml_ledgers, config
+        self._ml_ledgers, self._config, self._keep = ml_ledgers, config, keep
         self._policies = policies_by_namespace(policies, config)
         rows = self._rows(ml_ledgers)
         per_ml = _first_steps(rows, cursors, config)
@@ -151,9 +151,7 @@ class ManagedLedgerReferences:
         self._names = walked.select("w_ml")
         flagged = rows.join(walked, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "inner")
         good = good.join(self._names, F.col("managed_ledger") == F.col("w_ml"), "left_semi")
-        # kept: ``of`` is read more than once (``join_candidates``), and ties in the walk's order must
-        # resolve the same way every time
-        self._walked = keep.keep(_walk(flagged, good, config), measure=False)
+        self._walked = _walk(flagged, good, config)  # kept by ``deciding``, for a second reading
 
     def _rows(self, ml_ledgers: DataFrame) -> DataFrame:
         """``ml_ledgers`` with their namespace's retention (``ret_*``) and policy columns."""
@@ -196,10 +194,12 @@ class ManagedLedgerReferences:
 
         Without the anti-join by name, and with the policy columns unread (the policy join is then
         left out: one row per namespace), Catalyst reads only those few columns of ``ml_ledgers``.
-        Large audits only (``join_candidates``).
+        Large audits only (``join_candidates``), which read ``of`` afterwards: the walked references
+        are kept here, so they are computed once and ties in the walk's order resolve the same way
+        in both readings.
         """
-        if self._walked is None:
-            return self._all
+        assert self._walked is not None and self._keep is not None
+        self._walked = self._keep.keep(self._walked, measure=False)
         return self._walked.unionByName(self._not_overdue(self._rows(self._ml_ledgers)))
 
     def _not_overdue(self, rows: DataFrame) -> DataFrame:
@@ -207,17 +207,6 @@ class ManagedLedgerReferences:
         assert self._walked is not None
         ev = F.lit(None).cast(self._walked.schema["ret_ev"].dataType)
         return _reference(rows, self._config, F.lit(False), ev)
-
-
-def managed_ledger_references(
-    ml_ledgers: DataFrame,
-    cursors: DataFrame,
-    policies: DataFrame,
-    config: AuditConfig,
-    keep: Intermediates | None = None,
-) -> DataFrame:
-    """Every ``ml_ledgers`` row as a reference, walked (``ManagedLedgerReferences``)."""
-    return ManagedLedgerReferences(ml_ledgers, cursors, policies, config, keep).of()
 
 
 def _first_steps(rows: DataFrame, cursors: DataFrame, config: AuditConfig) -> DataFrame:
