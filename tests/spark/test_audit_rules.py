@@ -12,6 +12,7 @@ Four inventories, each audited once (Spark actions are the cost here):
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -552,8 +553,9 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
     spark: Any, monkeypatch: pytest.MonkeyPatch, main_rows: dict[str, list[dict[str, Any]]]
 ) -> None:
     """A large audit decides the BookKeeper join on narrow columns first and joins whole only the
-    ledger ids it selected (``rules.join_candidates``); it finds exactly what one whole join finds,
-    rows with a null ledger id included (they never match, so each is unmatched in both plans)."""
+    ledger ids it selected (``rules.join_candidates``), and reads the ledgers of idle cursors from
+    those it picked for the retention walk; it finds exactly what a small audit's one whole join
+    finds, rows with a null ledger id included (they never match, so each is unmatched in both plans)."""
     from ledgerlens.audit import rules
 
     rows = {k: list(v) for k, v in main_rows.items()}
@@ -569,14 +571,28 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
         restricted.append(only is not None)
         return read(self, only)
 
+    picked: list[bool] = []  # per audit: the idle cursors' ledgers read from the walk's picked rows?
+    also_read = rules.ManagedLedgerReferences.also_read_rows
+
+    def spied_also(self: Any) -> Any:
+        rows = also_read(self)
+        picked.append(rows is not None)
+        return rows
+
     monkeypatch.setattr(rules.ManagedLedgerReferences, "of", spied)
+    monkeypatch.setattr(rules.ManagedLedgerReferences, "also_read_rows", spied_also)
+    monkeypatch.setattr(rules, "TWO_PHASE_BYTES", math.inf)  # small, whatever Catalyst estimates
+    small = audit(spark, rows, offload_bucket="tier")
+    assert restricted == [False] and picked == [False]
     monkeypatch.setattr(rules, "TWO_PHASE_BYTES", 0)  # as large as a 10M-ledger inventory
     two_phase = audit(spark, rows, offload_bucket="tier")
-    assert restricted == [True]  # decided on narrow columns, then joined whole for the chosen ids
+    # decided on narrow columns, then joined whole for the chosen ids
+    assert restricted == [False, True] and picked == [False, True]
     monkeypatch.setattr(rules, "CANDIDATES_BROADCAST_ROWS", -1)  # too many chosen: one whole join
     one_join = audit(spark, rows, offload_bucket="tier")
-    assert restricted == [True, False]
-    assert two_phase == one_join
+    assert restricted == [False, True, False]
+    assert two_phase == one_join == small
+    assert any(f["kind"] == "inactive_cursor" for f in small)
     nulls = [f for f in two_phase if f["kind"] == "missing_ledger" and f["ledger_id"] is None]
     assert [f["managed_ledger"] for f in nulls] == ["m/ns/persistent/nullid"]
     assert len({f["kind"] for f in two_phase}) >= 10

@@ -133,15 +133,22 @@ def age_seconds(now_ms: int, then_ms: Column) -> Column:
     return F.when(then_ms.isNotNull() & (then_ms > 0), F.floor((F.lit(now_ms) - then_ms) / 1000))
 
 
-def with_owners(raw: DataFrame, managed_ledgers: DataFrame) -> DataFrame:
+def with_owners(raw: DataFrame, managed_ledgers: DataFrame, *, named_only: bool = False) -> DataFrame:
     """Fill ``path`` from the owner managed ledger's node and add ``owner_exists``/``owner_path`` to
-    the evidence of rows that name an owner (one left join on the owner's name)."""
-    owners = (
-        managed_ledgers.filter(F.col("managed_ledger").isNotNull())
-        .select(F.col("managed_ledger").alias("owner_ml"), F.col("path").alias("owner_path"))
-        .dropDuplicates(["owner_ml"])
-        .withColumn("owner_exists", F.lit(True))
+    the evidence of rows that name an owner (one left join on the owner's name).
+
+    ``named_only``: first narrow ``managed_ledgers`` to the names ``raw`` gives (a broadcast
+    semi-join: pass a ``raw`` that is kept, it is read twice, and few). The names meet every node in
+    one pass, where the whole table was otherwise shuffled to drop duplicates (a million managed
+    ledgers of the 10M benchmark: about 2 s).
+    """
+    nodes = managed_ledgers.filter(F.col("managed_ledger").isNotNull()).select(
+        F.col("managed_ledger").alias("owner_ml"), F.col("path").alias("owner_path")
     )
+    if named_only:
+        names = raw.select("owner_ml").where(F.col("owner_ml").isNotNull()).distinct()
+        nodes = nodes.join(F.broadcast(names), "owner_ml", "left_semi")
+    owners = nodes.dropDuplicates(["owner_ml"]).withColumn("owner_exists", F.lit(True))
     need = raw.join(owners, "owner_ml", "left")
     extra = F.to_json(
         F.struct(F.coalesce("owner_exists", F.lit(False)).alias("owner_exists"), F.col("owner_path"))
@@ -177,10 +184,14 @@ def to_findings(raw: DataFrame) -> DataFrame:
     )
 
 
-def order_findings(findings: DataFrame) -> DataFrame:
-    """Sort by severity (critical first), kind, managed ledger, ledger id, object key, path."""
+def order_findings(findings: DataFrame, *, one_task: bool = False) -> DataFrame:
+    """Sort by severity (critical first), kind, managed ledger, ledger id, object key, path.
+
+    ``one_task``: into one partition (a sort into several samples ``findings`` first, one more
+    computation of them); for findings known to be few."""
     rank = F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2)
-    return findings.orderBy(
+    sort = findings.repartition(1).sortWithinPartitions if one_task else findings.orderBy
+    return sort(
         rank.asc(),
         F.col("kind").asc(),
         F.col("managed_ledger").asc_nulls_first(),

@@ -70,10 +70,16 @@ class Intermediates:
         self._kept.append((out, False))
         return out
 
-    def counted(self, df: DataFrame) -> tuple[DataFrame, int]:
-        """``df`` kept :func:`measured`, and its row count (from the same job); enabled only."""
-        out, rows = measured(df)
-        self._kept.append((out, True))
+    def counted(self, df: DataFrame, *, measure: bool = True) -> tuple[DataFrame, int]:
+        """``df`` kept and its row count; enabled only. :func:`measured` (counted by the job that
+        caches it), or with ``measure=False`` only :func:`materialized`, counted from its blocks (a
+        job with no query to plan)."""
+        if measure:
+            out, rows = measured(df)
+        else:
+            out = materialized(df)
+            rows = int(_blocks(out).count())
+        self._kept.append((out, measure))
         return out, rows
 
     def release(self) -> None:

@@ -25,6 +25,7 @@ from ledgerlens.audit.references import (
     with_bucket_owners,
 )
 from ledgerlens.config import AuditConfig
+from ledgerlens.spark import adapts
 
 REQUIRED = ("bk_ledgers", "managed_ledgers", "ml_ledgers", "cursors", "schema_ledgers", "namespace_policies")
 BOOKIE_TABLES = ("bucket_snapshots", "cursor_positions")  # present when entries were read from bookies
@@ -112,9 +113,13 @@ def run_audit(
     facts = facts or _facts(t, objects, segments, config)
     keep = Intermediates(enabled=materialize)
     try:
-        findings = _audit(t, objects, segments, config, facts, keep, offload_bucket, cluster_name)
+        findings, few = _audit(t, objects, segments, config, facts, keep, offload_bucket, cluster_name)
         if not materialize:
             return order_findings(findings)
+        if few:  # the rules' findings kept and counted: few enough to sort in one task, which
+            # samples nothing first (a sort into several partitions would compute the steps after
+            # the kept findings twice: the owners, the suspicious metadata)
+            return materialized(order_findings(findings, one_task=True))
         findings = _few_partitions(findings)
         if findings.sparkSession.conf.get("spark.sql.shuffle.partitions") != "1":
             # computed once, then sorted: a sort into several partitions samples its input first
@@ -147,6 +152,7 @@ def inventory_facts(
 
 
 SEGMENTS = "segments"  # the look of verified offload segments
+FEW_FINDINGS = 500_000  # up to this many, the owner names are broadcast and the findings sorted in one task
 
 
 def _facts(
@@ -187,13 +193,23 @@ def _audit(
     keep: Intermediates,
     offload_bucket: str | None,
     cluster_name: str | None,
-) -> DataFrame:
-    """The findings of ``run_audit``, unordered (a plan over ``keep``'s intermediates)."""
+) -> tuple[DataFrame, bool]:
+    """The findings of ``run_audit``, unordered (a plan over ``keep``'s intermediates), and whether
+    the rules' findings were kept and counted, and are few (``FEW_FINDINGS``)."""
     # one row: the blind spots and the owned tenants, read by the ledger and offload rules
     facts = collected.frame(next(iter(t.values())).sparkSession)
     spots = facts.select("spots")
+    idle = collected.counts.get(rules.IDLE)
+    held = None  # the managed ledgers of few idle cursors: their ledgers picked with the walked ones
+    if (
+        collected.has(rules.IDLE)
+        and idle is not None
+        and idle <= rules.IDLE_BROADCAST_ROWS
+        and rules.is_large(t["bk_ledgers"])
+    ):
+        held = rules.idle_cursors(t["cursors"], config).select("managed_ledger")
     ml_refs = rules.ManagedLedgerReferences(
-        t["ml_ledgers"], t["cursors"], t["namespace_policies"], config, keep=keep
+        t["ml_ledgers"], t["cursors"], t["namespace_policies"], config, keep=keep, also_read=held
     )
     others = cursor_references(t["cursors"]).unionByName(
         schema_references(t["schema_ledgers"]), allowMissingColumns=True
@@ -207,8 +223,9 @@ def _audit(
     )
     parts = [ledger_findings]
     if collected.has(rules.IDLE):  # no idle cursor, no inactive_cursor finding
-        idle = collected.counts.get(rules.IDLE)
-        parts.append(rules.inactive_cursors(t["cursors"], t["ml_ledgers"], config, idle_rows=idle))
+        held_rows = ml_refs.also_read_rows()
+        ledgers = t["ml_ledgers"] if held_rows is None else held_rows
+        parts.append(rules.inactive_cursors(t["cursors"], ledgers, config, idle_rows=idle))
     corrupt = rules.corrupt_metadata(t, collected.has)
     if corrupt is not None:
         parts.append(corrupt)
@@ -236,7 +253,13 @@ def _audit(
     corrupt_entries = rules.corrupt_bookie_entries(t.get("bucket_snapshots"), t.get("cursor_positions"))
     if corrupt_entries is not None:
         parts.append(corrupt_entries)
-    findings = to_findings(with_owners(union_all(parts), t["managed_ledgers"]))
+    raw, few = union_all(parts), False
+    if keep.enabled and adapts(raw.sparkSession):
+        # computed once (the owners' join reads it twice) and counted: up to FEW_FINDINGS, their
+        # owners' names are sent to the managed ledgers' scan
+        raw, rows = keep.counted(_few_partitions(raw), measure=False)
+        few = rows <= FEW_FINDINGS
+    findings = to_findings(with_owners(raw, t["managed_ledgers"], named_only=few))
     findings = suspicious.apply(
         findings,
         t["managed_ledgers"],
@@ -244,8 +267,8 @@ def _audit(
         config.as_of_ms,
         emptied=collected.has(suspicious.EMPTIED),
     )
-    if not collected.has(rules.COMPACTION):  # no compaction can be in flight
-        return findings
-    return rules.without_compaction_in_flight(
-        findings, t["cursors"], t.get("cursor_positions"), t["bk_ledgers"]
-    )
+    if collected.has(rules.COMPACTION):  # else no compaction can be in flight
+        findings = rules.without_compaction_in_flight(
+            findings, t["cursors"], t.get("cursor_positions"), t["bk_ledgers"]
+        )
+    return findings, few
