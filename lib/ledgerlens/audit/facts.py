@@ -76,7 +76,9 @@ def collect_facts(
                 for k in mine
             ]
         )
-        parts.append(tables[table].select(F.explode(F.filter(tags, lambda t: t.isNotNull())).alias("t")))
+        # exploded, then the nulls dropped: a filter with a lambda is evaluated row by row,
+        # uncompiled (the facts job of the 10M benchmark: 0.6 s of 2.6 s, warm)
+        parts.append(tables[table].select(F.explode(tags).alias("t")).where(F.col("t").isNotNull()))
     counted = sorted({k.name for k in looks} - {SPOT, TENANT})
     distinct = {k.name for k in looks if k.value is not None}
     k, v = F.col("t.k"), F.col("t.v")

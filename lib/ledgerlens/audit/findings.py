@@ -124,8 +124,9 @@ def finding(df: DataFrame, **kw: Any) -> DataFrame:
 
 
 def explode_findings(df: DataFrame, items: Column) -> DataFrame:
-    """Raw findings from an array of ``raw_finding`` structs (null elements dropped)."""
-    return df.select(F.explode(F.filter(items, lambda x: x.isNotNull())).alias("f")).select("f.*")
+    """Raw findings from an array of ``raw_finding`` structs (null elements dropped, after the
+    explosion: a filter with a lambda is evaluated uncompiled)."""
+    return df.select(F.explode(items).alias("f")).where(F.col("f").isNotNull()).select("f.*")
 
 
 def age_seconds(now_ms: int, then_ms: Column) -> Column:

@@ -56,25 +56,35 @@ def cursor_references(cursors: DataFrame) -> DataFrame:
             )
         ),
     ).otherwise(F.array())
-    buckets = F.map_filter(F.col("cursor_properties"), lambda k, v: k.startswith(DELAYED_BUCKET_PREFIX))
-    bucket_refs = F.transform(
-        F.map_entries(F.coalesce(buckets, F.create_map().cast("map<string,string>"))),
-        lambda e: F.struct(
-            F.trim(e["value"]).try_cast("bigint").alias("id"),
-            F.lit("delayed-index-bucket").alias("c"),
-            e["key"].alias("k"),
+    # lambdas are evaluated row by row, uncompiled: only for cursors with string properties (few),
+    # and the references without an id are dropped after the explosion
+    props = F.col("cursor_properties")
+    buckets = F.map_filter(props, lambda k, v: k.startswith(DELAYED_BUCKET_PREFIX))
+    bucket_refs = F.when(
+        F.size(props) > 0,
+        F.transform(
+            F.map_entries(buckets),
+            lambda e: F.struct(
+                F.trim(e["value"]).try_cast("bigint").alias("id"),
+                F.lit("delayed-index-bucket").alias("c"),
+                e["key"].alias("k"),
+            ),
         ),
-    )
-    refs = F.filter(F.concat(cursor_ledger, compacted_ref, bucket_refs), lambda r: r["id"].isNotNull())
-    return ok.select(*base, F.explode(refs).alias("r")).select(
-        F.col("r.id").alias("ledger_id"),
-        F.col("r.c").alias("ref_component"),
-        "ref_ml",
-        "ref_cursor",
-        "ref_path",
-        "ref_tenant",
-        "ref_namespace",
-        F.col("r.k").alias("ref_key"),
+    ).otherwise(F.array())
+    refs = F.concat(cursor_ledger, compacted_ref, bucket_refs)
+    return (
+        ok.select(*base, F.explode(refs).alias("r"))
+        .where(F.col("r.id").isNotNull())
+        .select(
+            F.col("r.id").alias("ledger_id"),
+            F.col("r.c").alias("ref_component"),
+            "ref_ml",
+            "ref_cursor",
+            "ref_path",
+            "ref_tenant",
+            "ref_namespace",
+            F.col("r.k").alias("ref_key"),
+        )
     )
 
 
