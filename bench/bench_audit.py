@@ -15,6 +15,9 @@ the ratio (b)/(a, full read), and peak memory (driver Python RSS and the JVM's R
 The layout: data ledger ``i`` belongs to topic ``i % topics`` at position ``i // topics`` (ids grow
 with position, no window needed); then cursor, schema, compacted and bucket ledgers; a sprinkling
 of anomalies (missing, orphan, unattributed, retention, open, inactive cursor, offload, corrupt).
+``bk_ledgers`` is written in ledger-id order (the collector lists the ledger znodes so);
+``ml_ledgers`` and ``cursors`` one managed ledger's rows together, as the collector writes them
+(one managed-ledger znode at a time: ``sources.zookeeper.managed_ledger_rows``), in two files.
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
             for f in schema.fields
         ]
     )
+
+
+def by_managed_ledger(df: DataFrame, topic: str, order: str) -> DataFrame:
+    """``df`` in two files, each topic's rows together in ``order`` (as the collector writes them)."""
+    return df.repartitionByRange(2, topic).sortWithinPartitions(topic, order)
 
 
 class Layout:
@@ -137,7 +145,7 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
         kept_in_bk.alias("kept_in_bk"),
         uuid.alias("uuid"),
     )
-    ml_ledgers = data.select(
+    ml_ledgers = by_managed_ledger(data, "topic", "position").select(
         Layout.ml(F.col("topic")).alias("managed_ledger"),
         Layout.tenant(F.col("topic")).alias("tenant"),
         Layout.ns(F.col("topic")).alias("namespace"),
@@ -212,7 +220,7 @@ def generate(spark: SparkSession, ledgers: int, topics: int, out: Path) -> dict[
     c = F.col("id")
     ctopic = c % topics
     slow = c % 97 == 0
-    cursors = spark.range(g.cursors).select(
+    cursors = by_managed_ledger(spark.range(g.cursors).withColumn("t", ctopic), "t", "id").select(
         Layout.ml(ctopic).alias("managed_ledger"),
         Layout.tenant(ctopic).alias("tenant"),
         Layout.ns(ctopic).alias("namespace"),
