@@ -173,7 +173,9 @@ class ManagedLedgerReferences:
             return of(ml_ledgers, self._names)
         also = also_read.select(F.col("managed_ledger").alias("w_ml"))
         picked = keep.keep(of(ml_ledgers, F.broadcast(self._names.unionByName(also))), measure=False)
-        self._also_rows = of(picked, also)
+        # as they are: the reader joins them by name, so the walked ones among them are no matter
+        # (narrowed again to ``also``'s names, the cursors behind them would be read once more)
+        self._also_rows = picked
         return of(picked, self._names)
 
     def also_read_rows(self) -> DataFrame | None:
