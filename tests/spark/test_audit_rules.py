@@ -585,17 +585,90 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
     small = audit(spark, rows, offload_bucket="tier")
     assert restricted == [False] and picked == [False]
     monkeypatch.setattr(rules, "TWO_PHASE_BYTES", 0)  # as large as a 10M-ledger inventory
-    two_phase = audit(spark, rows, offload_bucket="tier")
+    decided: list[bool] = []  # per two-phase audit: decided by slot masks (dense ids), or by a join?
+    dense = rules.dense_ids
+
+    def spied_dense(bk_ledgers: Any) -> bool:
+        decided.append(dense(bk_ledgers))
+        return decided[-1]
+
+    monkeypatch.setattr(rules, "dense_ids", spied_dense)
+    monkeypatch.setattr(rules, "DENSE_IDS", 0)  # no range of ids is dense: decided by a narrow join
+    by_join = audit(spark, rows, offload_bucket="tier")
+    monkeypatch.setattr(rules, "DENSE_IDS", math.inf)  # every range of ids is dense: by slot masks
+    by_masks = audit(spark, rows, offload_bucket="tier")
+    assert decided == [False, True]
     # decided on narrow columns, then joined whole for the chosen ids
-    assert restricted == [False, True] and picked == [False, True]
+    assert restricted == [False, True, True] and picked == [False, True, True]
     monkeypatch.setattr(rules, "CANDIDATES_BROADCAST_ROWS", -1)  # too many chosen: one whole join
     one_join = audit(spark, rows, offload_bucket="tier")
-    assert restricted == [False, True, False]
-    assert two_phase == one_join == small
+    assert restricted == [False, True, True, False]
+    assert by_join == by_masks == one_join == small
+    two_phase = by_masks
     assert any(f["kind"] == "inactive_cursor" for f in small)
     nulls = [f for f in two_phase if f["kind"] == "missing_ledger" and f["ledger_id"] is None]
     assert [f["managed_ledger"] for f in nulls] == ["m/ns/persistent/nullid"]
     assert len({f["kind"] for f in two_phase}) >= 10
+
+
+def test_slot_masks_select_the_ledger_ids_the_join_selects(spark: Any) -> None:
+    """``rules._selected_ids`` (one aggregation by slot of 64 ids, no join) selects exactly the ids
+    that the narrow join of the two-phase audit selects, over random rows of both sides: null,
+    negative and extreme ids, slot edges, ids on one side, on both, twice, and every condition."""
+    import random
+
+    from pyspark.sql import types as T
+
+    from ledgerlens.audit import rules
+
+    rnd = random.Random(186)
+    pool = [None, -(1 << 63), (1 << 63) - 1, -65, -64, -63, -1, 0, 1, 62, 63, 64, 65, 127, 128, 4095, 4096]
+    pool += [rnd.randrange(0, 5000) for _ in range(300)]
+    age = [NOW, OLD, NOW - 2 * D, None]
+    bk_rows = [
+        bk(
+            lid,
+            state=rnd.choice(["OPEN", "CLOSED", None]),
+            ctime_ms=rnd.choice(age),
+            error=rnd.choice([None, "bad"]),
+        )
+        for lid in pool
+        for _ in range(rnd.choice([0, 1, 1, 1, 2]))
+    ]
+    ml_schema = schemas.INVENTORY["ml_ledgers"]
+    ref_schema = T.StructType(
+        [
+            T.StructField("ledger_id", T.LongType()),
+            T.StructField("ref_component", T.StringType()),
+            T.StructField("offload_uuid", T.StringType()),
+            T.StructField("offload_complete", T.BooleanType()),
+            ml_schema["offload_segments"],
+            T.StructField("ret_overdue", T.BooleanType()),
+        ]
+    )
+    ref_rows = [
+        (
+            lid,
+            rnd.choice(["managed-ledger", "managed-ledger", "cursor", "schema"]),
+            rnd.choice([None, "u"]),
+            rnd.choice([None, True, False]),
+            rnd.choice([None, [], [{"uuid": "s", "complete": True}]]),
+            rnd.choice([None, True, False]),
+        )
+        for lid in pool
+        for _ in range(rnd.choice([0, 1, 1, 2]))
+    ]
+    bk_df = build(spark, {"bk_ledgers": bk_rows})["bk_ledgers"]
+    refs = spark.createDataFrame(ref_rows, ref_schema)
+
+    def ids(df: Any) -> list[int]:  # a real id of -2^63 is read as a null one too: a set
+        return sorted({r["c_id"] for r in df.collect()})
+
+    for offload in (False, True):
+        joined = rules.join_bookkeeper(bk_df, refs).filter(rules._selected(CFG, offload=offload))
+        expected = ids(rules._id_keys(joined))
+        assert len(expected) > 50 and rules._NULL_ID in expected
+        assert ids(rules._selected_ids(bk_df, refs, CFG, offload=offload)) == expected
 
 
 def _without_probed_rows(

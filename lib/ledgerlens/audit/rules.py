@@ -384,7 +384,12 @@ def join_bookkeeper(bk_ledgers: DataFrame, references: DataFrame) -> DataFrame:
     A ledger referenced twice appears twice; an unreferenced one once with null ``ref_component``;
     a reference to an absent ledger with null ``bk_present``.
     """
-    bk = bk_ledgers.select(
+    return _bookkeeper_side(bk_ledgers).join(references, "ledger_id", "full_outer")
+
+
+def _bookkeeper_side(bk_ledgers: DataFrame) -> DataFrame:
+    """``bk_ledgers`` with the column names of a ``join_bookkeeper`` row."""
+    return bk_ledgers.select(
         "ledger_id",
         F.col("path").alias("bk_path"),
         "state",
@@ -405,10 +410,11 @@ def join_bookkeeper(bk_ledgers: DataFrame, references: DataFrame) -> DataFrame:
         F.col("error").alias("bk_error"),
         F.lit(True).alias("bk_present"),
     )
-    return bk.join(references, "ledger_id", "full_outer")
 
 
-TWO_PHASE_BYTES = 128 * MB  # BookKeeper's ledgers as Spark sizes them (Parquet bytes): ~4M ledgers
+# BookKeeper's ledgers as Spark sizes them (Parquet bytes): ~500k ledgers. The 1M benchmark's are
+# 30 MB; its audit came 1.3 s sooner in two phases decided by slot masks (one join: 20.2 and 21.3 s)
+TWO_PHASE_BYTES = 16 * MB
 CANDIDATES_BROADCAST_ROWS = 2_000_000  # ledger ids the ledger rules read: a long each, about 32 MiB hashed
 
 
@@ -435,15 +441,16 @@ def join_candidates(
     """``join_bookkeeper`` of every reference (``ml_refs`` and the ``others``), and in a large audit
     only the ledger ids whose rows ``ledger_rules`` reads.
 
-    Nearly every joined row is a referenced ledger that BookKeeper has and no rule flags. So the join
-    is first decided on the few columns the rules' row filter reads (``_selected``; Catalyst prunes
-    the rest before the shuffle: a tenth of the bytes), over ``ml_refs.deciding()``. The ids it
-    selects are kept, and only the rows with those ids (null ids included) are joined whole, both
+    Nearly every joined row is a referenced ledger that BookKeeper has and no rule flags. So the ids
+    whose rows the rules' row filter reads (``_selected``) are decided first, over
+    ``ml_refs.deciding()``: where ledger ids are dense (``dense_ids``), by ``_selected_ids``, which
+    aggregates each side's few columns by slot of 64 ids and joins nothing; else by a join of those
+    few columns (Catalyst prunes the rest before the shuffle: a tenth of the bytes). The ids
+    selected are kept, and only the rows with those ids (null ids included) are joined whole, both
     sides filtered by a broadcast semi-join. Every row of such an id is joined exactly as in the one
     join, so the rules see the same rows. Lazy audits, audits of fewer than ``TWO_PHASE_BYTES`` of
-    BookKeeper ledgers (the 1M benchmark: 30 MB, where the phases' extra jobs cost about 1 s more
-    than the narrow join saves) and audits where more than ``CANDIDATES_BROADCAST_ROWS`` ids are
-    selected join once.
+    BookKeeper ledgers and audits where more than ``CANDIDATES_BROADCAST_ROWS`` ids are selected
+    join once.
     """
 
     def references(only: DataFrame | None) -> DataFrame:
@@ -453,8 +460,12 @@ def join_candidates(
         return join_bookkeeper(bk_ledgers, references(None))
     # read by both phases: computed once, the cursors' property maps decoded once (a few rows a cursor)
     others = keep.keep(others, measure=False)
-    deciding = join_bookkeeper(bk_ledgers, ml_refs.deciding().unionByName(others, allowMissingColumns=True))
-    ids, count = keep.counted(_id_keys(deciding.filter(_selected(config, offload=offload))))
+    deciding = ml_refs.deciding().unionByName(others, allowMissingColumns=True)
+    if dense_ids(bk_ledgers):
+        ids = _selected_ids(bk_ledgers, deciding, config, offload=offload)
+    else:
+        ids = _id_keys(join_bookkeeper(bk_ledgers, deciding).filter(_selected(config, offload=offload)))
+    ids, count = keep.counted(ids)
     if count > CANDIDATES_BROADCAST_ROWS:
         return join_bookkeeper(bk_ledgers, references(None))
     ids = F.broadcast(ids)
@@ -462,6 +473,84 @@ def join_candidates(
 
 
 _NULL_ID = -(1 << 63)  # a null ledger id, in the semi-join by id of the two-phase join
+_SLOT_BITS = 6  # ledger ids in slots of 64: one bit of a long each, in ``_selected_ids``
+DENSE_IDS = 16  # ledger ids are dense where BookKeeper's ids fill at least 1/16 of their range
+
+
+def dense_ids(bk_ledgers: DataFrame) -> bool:
+    """Whether BookKeeper's ledger ids fill at least ``1/DENSE_IDS`` of the range between the least
+    and the greatest (one small job): ledger ids are a counter, so they do unless ledgers from long
+    ago outlive the others by far. Then ``_selected_ids`` has 4 ids or more in a slot on average."""
+    row = bk_ledgers.agg(
+        F.min("ledger_id").alias("lo"), F.max("ledger_id").alias("hi"), F.count("ledger_id").alias("n")
+    ).first()
+    if row is None or not row["n"]:
+        return False
+    return (int(row["hi"]) - int(row["lo"]) + 1) <= int(row["n"]) * DENSE_IDS
+
+
+def _selected_ids(
+    bk_ledgers: DataFrame, references: DataFrame, config: AuditConfig, *, offload: bool
+) -> DataFrame:
+    """``_id_keys`` of the rows of ``join_bookkeeper(bk_ledgers, references)`` that ``_selected``
+    selects, without the join: one aggregation by slot of 64 ledger ids.
+
+    Each side's rows set their id's bit in the slot's masks (present, and the one-sided conditions of
+    ``_candidate``); the slot's masks then say which of its ids a joined row would select:
+    unreferenced, absent or open too long where both sides' masks meet. Ledger ids are dense (a
+    counter, ``dense_ids``), so a task's rows fill few slots and the aggregation shuffles about a
+    slot per 64 ledgers of each task, not a row per ledger as a join does (the 10M benchmark: 1 s
+    where the join of ids took 4 s). Null ids match nothing: their rows mark the null slot's bit 0,
+    selected where their own side's condition holds, read back as ``_NULL_ID``.
+    """
+    lid = F.col("ledger_id")
+    bit = F.coalesce(
+        F.call_function("shiftleft", F.lit(1).cast("long"), lid.bitwiseAND(63).cast("int")), F.lit(1)
+    )
+
+    def mask(cond: Column) -> Column:
+        return F.when(cond, bit)
+
+    matchable = lid.isNotNull()
+    masks = ("present", "unreferenced", "open", "referenced", "absent", "by_ml", "selected")
+    bk = _bookkeeper_side(bk_ledgers).select(
+        F.shiftright(lid, _SLOT_BITS).alias("slot"),
+        mask(matchable).alias("present"),
+        mask(_orphan_if_unreferenced(config)).alias("unreferenced"),
+        mask(matchable & _open_too_long(config)).alias("open"),
+    )
+    refs = references.withColumn("bk_present", F.lit(None).cast("boolean")).select(
+        F.shiftright(lid, _SLOT_BITS).alias("slot"),
+        mask(matchable).alias("referenced"),
+        mask(_missing_if_absent()).alias("absent"),
+        mask(matchable & _overdue_if_open()).alias("by_ml"),
+        mask(_reference_selected(config, offload=offload)).alias("selected"),
+    )
+    m = {k: F.coalesce(F.col(k), F.lit(0)) for k in masks}
+    slots = (
+        bk.unionByName(refs, allowMissingColumns=True)
+        .groupBy("slot")
+        .agg(*[F.bit_or(k).alias(k) for k in masks])
+    )
+    chosen = (
+        m["unreferenced"]
+        .bitwiseAND(F.bitwise_not(m["referenced"]))
+        .bitwiseOR(m["absent"].bitwiseAND(F.bitwise_not(m["present"])))
+        .bitwiseOR(m["open"].bitwiseAND(m["by_ml"]))
+        .bitwiseOR(m["selected"])
+    )
+    bits = slots.select("slot", chosen.alias("chosen")).where(F.col("chosen") != 0)
+    i = F.col("i")
+    one = F.call_function("shiftright", F.col("chosen"), i.cast("int")).bitwiseAND(1) == 1
+    return (
+        bits.select("slot", "chosen", F.explode(F.sequence(F.lit(0), F.lit(63))).alias("i"))
+        .where(one)
+        .select(
+            F.when(F.col("slot").isNull(), F.lit(_NULL_ID))
+            .otherwise(F.call_function("shiftleft", F.col("slot"), F.lit(_SLOT_BITS)) + i)
+            .alias("c_id")
+        )
+    )
 
 
 def _id_key(ledger_id: Column) -> Column:
@@ -711,23 +800,47 @@ OFFLOAD_ROW = (
 )
 
 
+def _orphan_if_unreferenced(config: AuditConfig) -> Column:
+    """Of a BookKeeper ledger: a candidate where no reference has its id."""
+    return F.col("bk_error").isNull() & (
+        F.col("ctime_ms") <= config.as_of_ms - config.min_orphan_age_s * 1000
+    )
+
+
+def _missing_if_absent() -> Column:
+    """Of a reference: a candidate where BookKeeper has no ledger of its id (``bk_present`` null)."""
+    return ~((F.col("ref_component") == _ML) & _false(_offload_complete()))
+
+
+def _overdue_if_open() -> Column:
+    """Of a reference: a candidate where its ledger is ``_open_too_long``."""
+    return F.col("ref_component") == _ML
+
+
+def _open_too_long(config: AuditConfig) -> Column:
+    """Of a BookKeeper ledger: a candidate where a managed ledger references it."""
+    return (F.col("state") == "OPEN") & (
+        F.col("ctime_ms") <= config.as_of_ms - config.open_ledger_max_age_s * 1000
+    )
+
+
+def _reference_selected(config: AuditConfig, *, offload: bool) -> Column:
+    """Of a reference: selected whatever BookKeeper has (retention overdue; offloaded)."""
+    overdue = (F.col("ref_component") == _ML) & _false(F.col("ret_overdue"))
+    return overdue | _is_offloaded() if offload else overdue
+
+
 def _candidate(config: AuditConfig) -> Column:
-    """A joined row some ledger rule may flag: cheap conditions, a superset of ``_ledger_items``'."""
-    now = config.as_of_ms
-    ref, is_ml = F.col("ref_component"), F.col("ref_component") == _ML
+    """A joined row some ledger rule may flag: cheap conditions, a superset of ``_ledger_items``'.
+
+    Each condition reads one side of the join and whether the other side matched
+    (``_selected_ids`` reads them so, without joining)."""
+    ref = F.col("ref_component")
     return (
-        (
-            ref.isNull()
-            & F.col("bk_error").isNull()
-            & (F.col("ctime_ms") <= now - config.min_orphan_age_s * 1000)
-        )
-        | (F.col("bk_present").isNull() & ref.isNotNull() & ~(is_ml & _false(_offload_complete())))
-        | (
-            is_ml
-            & (F.col("state") == "OPEN")
-            & (F.col("ctime_ms") <= now - config.open_ledger_max_age_s * 1000)
-        )
-        | (is_ml & _false(F.col("ret_overdue")))
+        (ref.isNull() & _orphan_if_unreferenced(config))
+        | (F.col("bk_present").isNull() & ref.isNotNull() & _missing_if_absent())
+        | (_overdue_if_open() & _open_too_long(config))
+        | _reference_selected(config, offload=False)
     )
 
 
