@@ -413,7 +413,8 @@ def _bookkeeper_side(bk_ledgers: DataFrame) -> DataFrame:
 
 
 # BookKeeper's ledgers as Spark sizes them (Parquet bytes): ~500k ledgers. The 1M benchmark's are
-# 30 MB; its audit came 1.3 s sooner in two phases decided by slot masks (one join: 20.2 and 21.3 s)
+# 30 MB; in two phases decided by slot masks its audit is no slower than one join, 0.3 to 1.3 s sooner
+# in alternating runs (18.9, 19.9 s against 20.2, 21.3 s; in the benchmark 18.8, 19.4 against 19.2, 19.6)
 TWO_PHASE_BYTES = 16 * MB
 CANDIDATES_BROADCAST_ROWS = 2_000_000  # ledger ids the ledger rules read: a long each, about 32 MiB hashed
 
