@@ -525,7 +525,7 @@ def _selected_ids(
         mask(matchable).alias("referenced"),
         mask(_missing_if_absent()).alias("absent"),
         mask(matchable & _overdue_if_open()).alias("by_ml"),
-        mask(_reference_selected(config, offload=offload)).alias("selected"),
+        mask(_reference_selected(offload=offload)).alias("selected"),
     )
     m = {k: F.coalesce(F.col(k), F.lit(0)) for k in masks}
     slots = (
@@ -825,7 +825,7 @@ def _open_too_long(config: AuditConfig) -> Column:
     )
 
 
-def _reference_selected(config: AuditConfig, *, offload: bool) -> Column:
+def _reference_selected(*, offload: bool) -> Column:
     """Of a reference: selected whatever BookKeeper has (retention overdue; offloaded)."""
     overdue = (F.col("ref_component") == _ML) & _false(F.col("ret_overdue"))
     return overdue | _is_offloaded() if offload else overdue
@@ -841,7 +841,7 @@ def _candidate(config: AuditConfig) -> Column:
         (ref.isNull() & _orphan_if_unreferenced(config))
         | (F.col("bk_present").isNull() & ref.isNotNull() & _missing_if_absent())
         | (_overdue_if_open() & _open_too_long(config))
-        | _reference_selected(config, offload=False)
+        | _reference_selected(offload=False)
     )
 
 
