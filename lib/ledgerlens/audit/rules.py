@@ -87,7 +87,7 @@ _POS_BITS, _ID_BITS = 20, 43
 
 
 def _walk_key() -> tuple[Column, Column]:
-    """(key, fits): the walk's order (position, then ledger id) as one long, for ``min_by``.
+    """(key, fits): the walk's order (position, then ledger id) as one long, for ``min``.
 
     A long keeps the aggregation buffers fixed-width (hash aggregation, no sort by managed-ledger
     name): ``position * 2^43 + ledger_id`` orders exactly like the walk wherever the position is
@@ -242,24 +242,27 @@ def _first_steps(rows: DataFrame, cursors: DataFrame, config: AuditConfig) -> Da
     """Per managed ledger (``w_ml``): ledger count, last ledger, slowest cursor, whether the walk may
     trim (``eligible``) and whether its first step is trimmable or unknown (``steps``).
 
-    One aggregation over its ledgers and its cursors together (a union, no join); the first step
-    is the ``min_by`` of the walk's order (``_walk_key``), its size from here the whole size.
+    One aggregation over its ledgers and its cursors together (a union, no join). The first step is
+    the least of the walk's order (``_walk_key``: its ledger id is the key's low bits), its size from
+    here the whole size; what else decides it is read from each row before the aggregation: whether
+    the row could be trimmed first (``_may_trim_first``), one ``min_by`` of two bits. The retention
+    size is the managed ledger's namespace's: where its rows disagree, the managed ledger is walked.
     """
     size = F.coalesce("size", F.lit(0))
     key, fits = _walk_key()
     mdl = F.col("mark_delete_ledger_id")
     ledger = F.col("is_ledger")
+    may, expired = _may_trim_first(config)
     both = rows.select(
         "managed_ledger",
         F.lit(True).alias("is_ledger"),
         "ledger_id",
         "is_last",
-        "timestamp_ms",
-        "ret_minutes",
         "ret_mb",
         size.alias("size"),
         key.alias("key"),
         (~fits).alias("odd"),
+        (F.when(may, 2).otherwise(0) + F.when(expired, 1).otherwise(0)).alias("flags"),
         F.lit(None).cast("long").alias("mdl"),
         F.lit(0).alias("unknown"),
     ).unionByName(
@@ -280,29 +283,42 @@ def _first_steps(rows: DataFrame, cursors: DataFrame, config: AuditConfig) -> Da
         F.max("odd").alias("odd"),
         F.min("mdl").alias("slowest"),
         F.sum("unknown").alias("unknown_cursors"),
-        *(
-            F.min_by(c, F.col("key")).alias("first_" + c)
-            for c in ("ledger_id", "is_last", "timestamp_ms", "ret_minutes", "ret_mb")
-        ),
+        F.min("key").alias("first_key"),
+        F.min_by("flags", F.col("key")).alias("first_flags"),
+        F.min("ret_mb").alias("ret_mb_lo"),
+        F.max("ret_mb").alias("ret_mb_hi"),
     )
-    first_trimmable, _, _ = _trimmable(
-        F.col("first_ledger_id"),
-        F.coalesce("slowest", "last_id"),
-        F.col("first_is_last"),
-        F.col("first_timestamp_ms"),
-        F.col("first_ret_minutes"),
-        F.col("first_ret_mb"),
-        F.col("ml_size"),
-        config,
+    first_id = F.col("first_key").bitwiseAND((1 << _ID_BITS) - 1)
+    flags, ret_mb = F.col("first_flags"), F.col("ret_mb_lo")
+    over_size = (ret_mb >= 0) & (F.col("ml_size") > ret_mb * MB)
+    first_trimmable = (
+        _false(first_id < F.coalesce("slowest", "last_id"))
+        & (flags.bitwiseAND(2) == 2)
+        & ((flags.bitwiseAND(1) == 1) | _false(over_size))
     )
+    mixed = ~F.col("ret_mb_lo").eqNullSafe(F.col("ret_mb_hi"))
     return per_ml.select(
         F.col("managed_ledger").alias("w_ml"),
         "n_ledgers",
         "last_id",
         "slowest",
         ((F.col("n_ledgers") >= 2) & (F.col("unknown_cursors") == 0)).alias("eligible"),
-        (_false(F.col("odd")) | first_trimmable).alias("steps"),
+        (_false(F.col("odd")) | mixed | _false(first_trimmable)).alias("steps"),
     )
+
+
+def _may_trim_first(config: AuditConfig) -> tuple[Column, Column]:
+    """Of an ``ml_ledgers`` row (with its ``ret_*``): (whether the walk could trim it, were it the first
+    step and below the slowest cursor: not the last, old enough, expired or over a size limit; and
+    whether it is expired), both never null. ``_trimmable`` of the first step is exactly the first
+    where the first's ledger id is below the slowest and (expired or ``over_size``)."""
+    now = config.as_of_ms
+    ts = F.col("timestamp_ms")
+    expired = _false((F.col("ret_minutes") >= 0) & (ts + F.col("ret_minutes") * 60000 < now))
+    may = _false(~_false(F.col("is_last")) & (ts > 0) & (ts <= now - config.retention_grace_s * 1000)) & (
+        expired | (F.col("ret_mb") >= 0)
+    )
+    return may, expired
 
 
 def _walk(rows: DataFrame, cursors: DataFrame, config: AuditConfig) -> DataFrame:
