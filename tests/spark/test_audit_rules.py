@@ -564,11 +564,6 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
         bk(9001, "m/ns/persistent/nullid"),
         {**bk(0), "ledger_id": None, "error": "bad path"},
     ]
-    # a second reference to a ledger only the walk selects (400: retention overdue), from a managed
-    # ledger not walked (its cursor holds 400): that joined row is read by no rule
-    rows["ml_ledgers"] += ledgers("x/ns/persistent/shared", {"ledger_id": 400}, {"ledger_id": 9101})
-    rows["cursors"] = [*rows["cursors"], cur("x/ns/persistent/shared", "s", 400)]
-    rows["bk_ledgers"] += [bk(9101, "x/ns/persistent/shared")]
     restricted: list[bool] = []  # per reading of the managed-ledger references: to chosen ids?
     read = rules.ManagedLedgerReferences.of
 

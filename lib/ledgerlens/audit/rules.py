@@ -120,15 +120,14 @@ class ManagedLedgerReferences:
     The walk trims something only where its first step is trimmable, and that step is known from
     per-managed-ledger aggregates (its row is the minimum of the walk's order; its size from here is
     the managed ledger's whole size). So only those managed ledgers (kept by ``keep``; up to
-    ``WALK_BROADCAST_ROWS`` broadcast) are walked in order, and their references kept, where the
-    audit is large (``walk``, called by ``join_candidates``); every other row is a reference with
-    nothing overdue, without sorting the whole ledger list by managed-ledger name. Small
-    inventories (expressions interpreted) and lazy plans (no ``keep``) walk every managed ledger:
-    one plan, no job to choose.
+    ``WALK_BROADCAST_ROWS`` broadcast) are walked in order (their references kept where they are
+    read twice, ``deciding``); every other row is a reference with nothing overdue, without
+    sorting the whole ledger list by managed-ledger name. Small inventories (expressions
+    interpreted) and lazy plans (no ``keep``) walk every managed ledger: one plan, no job to choose.
 
     ``also_read``: the names (column ``managed_ledger``, few) of more managed ledgers whose rows
-    another rule reads; where the walked rows are picked by name at the scan, those rows are picked
-    in the same scan and kept (``also_read_rows``).
+    another rule reads; where the walked rows are picked by a broadcast semi-join, those rows are
+    picked in the same scan and kept (``also_read_rows``).
     """
 
     def __init__(
@@ -141,8 +140,7 @@ class ManagedLedgerReferences:
         also_read: DataFrame | None = None,
     ) -> None:
         self._ml_ledgers, self._config, self._keep = ml_ledgers, config, keep
-        self._also = also_read
-        self._picked: DataFrame | None = None  # ``walk`` picks the rows of those names, kept
+        self._also_rows: DataFrame | None = None
         self._policies = policies_by_namespace(policies, config)
         rows = self._rows(ml_ledgers)
         per_ml = _first_steps(rows, cursors, config)
@@ -154,47 +152,35 @@ class ManagedLedgerReferences:
             self._all = _walk(every, good, config)
             return
         walked, count = keep.counted(per_ml.where("eligible AND steps"))
-        self._few = count <= WALK_BROADCAST_ROWS  # else both sides shuffled
-        if self._few:
+        few = count <= WALK_BROADCAST_ROWS  # else both sides shuffled
+        if few:
             walked = F.broadcast(walked)
-        self._names, self._flags = walked.select("w_ml"), walked
-        self._good = good.join(self._names, F.col("managed_ledger") == F.col("w_ml"), "left_semi")
-        # planned over every row (its columns type the references with nothing overdue), computed
-        # and kept by ``walk``
-        self._walked = self._walk_of(rows)
+        self._names = walked.select("w_ml")
+        if few:  # their rows picked at the scan: the policy join then meets those few, not every row
+            rows = self._rows(self._picked(ml_ledgers, also_read, keep))
+        flagged = rows.join(walked, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "inner")
+        good = good.join(self._names, F.col("managed_ledger") == F.col("w_ml"), "left_semi")
+        self._walked = _walk(flagged, good, config)  # kept by ``deciding``, for a second reading
 
-    def _walk_of(self, rows: DataFrame) -> DataFrame:
-        """The walk of the walked managed ledgers' ``rows`` (of ``_rows``)."""
-        flagged = rows.join(self._flags, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "inner")
-        return _walk(flagged, self._good, self._config)
+    def _picked(self, ml_ledgers: DataFrame, also_read: DataFrame | None, keep: Intermediates) -> DataFrame:
+        """The rows of the walked managed ledgers; with ``also_read``, picked in one scan with theirs
+        and kept (``also_read_rows``: the inactive-cursor rule's, a second scan of every row saved)."""
 
-    def walk(self, ids: DataFrame | None) -> tuple[DataFrame, int]:
-        """Walk the managed ledgers whose first step is trimmable, keep their references (large audits,
-        after ``deciding`` chose ``ids``, when few enough to broadcast), and return the ids
-        (``_id_keys``) of those overdue and how many references were walked (at least as many).
+        def of(rows: DataFrame, names: DataFrame) -> DataFrame:
+            return rows.join(names, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left_semi")
 
-        Where their names are broadcast, their rows, the rows of ``ids`` and those of the
-        ``also_read`` managed ledgers are picked in one scan and kept (``of`` then reads the rows of
-        ``ids`` from them, ``also_read_rows`` the rest): one scan of every row fewer.
-        """
-        assert self._keep is not None
-        rows = self._ml_ledgers
-        if self._few:
-            names = self._names
-            if self._also is not None:
-                names = names.unionByName(self._also.select(F.col("managed_ledger").alias("w_ml")))
-            name = F.coalesce(F.col("managed_ledger"), F.lit(_NULL_NAME))
-            wanted = name.isin(F.broadcast(names).select(F.coalesce(F.col("w_ml"), F.lit(_NULL_NAME))))
-            if ids is not None:
-                wanted = wanted | _id_key(F.col("ledger_id")).isin(F.broadcast(ids).select("c_id"))
-            self._picked = rows = self._keep.keep(rows.where(wanted), measure=False)
-            rows = rows.join(self._names, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left_semi")
-        self._walked, walked = self._keep.counted(self._walk_of(self._rows(rows)), measure=False)
-        return _id_keys(self._walked.where(F.col("ret_overdue"))), walked
+        if also_read is None:
+            return of(ml_ledgers, self._names)
+        also = also_read.select(F.col("managed_ledger").alias("w_ml"))
+        picked = keep.keep(of(ml_ledgers, F.broadcast(self._names.unionByName(also))), measure=False)
+        # as they are: the reader joins them by name, so the walked ones among them are no matter
+        # (narrowed again to ``also``'s names, the cursors behind them would be read once more)
+        self._also_rows = picked
+        return of(picked, self._names)
 
     def also_read_rows(self) -> DataFrame | None:
         """The ``ml_ledgers`` rows of the ``also_read`` managed ledgers (at least), when kept."""
-        return self._picked if self._also is not None else None
+        return self._also_rows
 
     def _rows(self, ml_ledgers: DataFrame) -> DataFrame:
         """``ml_ledgers`` with their namespace's retention (``ret_*``) and policy columns."""
@@ -225,23 +211,25 @@ class ManagedLedgerReferences:
             return self._all
         ml = self._ml_ledgers
         if only is not None:
-            # the rows of ``only`` were picked with the walked ones (``walk``), but those of ids
-            # only the walk selected: another reference to such a ledger is read by no rule
-            ml = _with_ids(ml if self._picked is None else self._picked, only)
+            ml = _with_ids(ml, only)
         rest = self._rows(ml).join(
             self._names, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left_anti"
         )
         return self._walked.unionByName(self._not_overdue(rest))
 
     def deciding(self) -> DataFrame:
-        """Every ``ml_ledgers`` row as a reference with nothing overdue: exact in the columns
-        ``_selected`` reads but ``ret_overdue`` (``walk`` gives the ids that adds).
+        """A superset of ``of()``, exact in the columns ``_selected`` reads: the walked references,
+        and every ``ml_ledgers`` row as a reference with nothing overdue (the walked ones twice).
 
-        With the policy columns unread (the policy join is then left out: one row per namespace),
-        Catalyst reads only those few columns of ``ml_ledgers``. Large audits only
-        (``join_candidates``), which call ``walk`` and read ``of`` afterwards.
+        Without the anti-join by name, and with the policy columns unread (the policy join is then
+        left out: one row per namespace), Catalyst reads only those few columns of ``ml_ledgers``.
+        Large audits only (``join_candidates``), which read ``of`` afterwards: the walked references
+        are kept here, so they are computed once and ties in the walk's order resolve the same way
+        in both readings.
         """
-        return self._not_overdue(self._rows(self._ml_ledgers))
+        assert self._walked is not None and self._keep is not None
+        self._walked = self._keep.keep(self._walked, measure=False)
+        return self._walked.unionByName(self._not_overdue(self._rows(self._ml_ledgers)))
 
     def _not_overdue(self, rows: DataFrame) -> DataFrame:
         """``rows`` (of ``_rows``) as references with nothing overdue (large audits)."""
@@ -472,18 +460,14 @@ def join_candidates(
 
     Nearly every joined row is a referenced ledger that BookKeeper has and no rule flags. So the ids
     whose rows the rules' row filter reads (``_selected``) are decided first, over
-    ``ml_refs.deciding()`` (every reference with nothing overdue): where ledger ids are dense
-    (``dense_ids``), by ``_selected_ids``, which aggregates each side's few columns by slot of 64 ids
-    and joins nothing; else by a join of those few columns (Catalyst prunes the rest before the
-    shuffle: a tenth of the bytes). The ids selected are kept; then the retention walk
-    (``ml_refs.walk``) picks its rows and those ids' rows in one scan and adds the ids it finds
-    overdue. Only the rows with those ids (null ids included) are joined whole, both sides filtered
-    by a broadcast semi-join. Every row of such an id is joined as in the one join, but the
-    references of ids only the walk selected from managed ledgers not walked: a reference with
-    nothing overdue to a ledger BookKeeper has, open too long or offloaded only where ``deciding``
-    selected its id already, is read by no rule. So the rules find the same. Lazy audits, audits of
-    fewer than ``TWO_PHASE_BYTES`` of BookKeeper ledgers and audits where more than
-    ``CANDIDATES_BROADCAST_ROWS`` ids are selected or walked join once.
+    ``ml_refs.deciding()``: where ledger ids are dense (``dense_ids``), by ``_selected_ids``, which
+    aggregates each side's few columns by slot of 64 ids and joins nothing; else by a join of those
+    few columns (Catalyst prunes the rest before the shuffle: a tenth of the bytes). The ids
+    selected are kept, and only the rows with those ids (null ids included) are joined whole, both
+    sides filtered by a broadcast semi-join. Every row of such an id is joined exactly as in the one
+    join, so the rules see the same rows. Lazy audits, audits of fewer than ``TWO_PHASE_BYTES`` of
+    BookKeeper ledgers and audits where more than ``CANDIDATES_BROADCAST_ROWS`` ids are selected
+    join once.
     """
 
     def references(only: DataFrame | None) -> DataFrame:
@@ -499,16 +483,13 @@ def join_candidates(
     else:
         ids = _id_keys(join_bookkeeper(bk_ledgers, deciding).filter(_selected(config, offload=offload)))
     ids, count = keep.counted(ids)
-    few = count <= CANDIDATES_BROADCAST_ROWS
-    overdue, walked = ml_refs.walk(ids if few else None)
-    if not few or count + walked > CANDIDATES_BROADCAST_ROWS:
+    if count > CANDIDATES_BROADCAST_ROWS:
         return join_bookkeeper(bk_ledgers, references(None))
-    ids = F.broadcast(ids.unionByName(overdue))
+    ids = F.broadcast(ids)
     return join_bookkeeper(_with_ids(bk_ledgers, ids), _with_ids(references(ids), ids))
 
 
 _NULL_ID = -(1 << 63)  # a null ledger id, in the semi-join by id of the two-phase join
-_NULL_NAME = "\u0000"  # a null managed-ledger name, where rows are picked by name (``walk``)
 _SLOT_BITS = 6  # ledger ids in slots of 64: one bit of a long each, in ``_selected_ids``
 DENSE_IDS = 16  # ledger ids are dense where BookKeeper's ids fill at least 1/16 of their range
 
