@@ -309,9 +309,9 @@ def _first_steps(rows: DataFrame, cursors: DataFrame, config: AuditConfig) -> Da
 
 def _may_trim_first(config: AuditConfig) -> tuple[Column, Column]:
     """Of an ``ml_ledgers`` row (with its ``ret_*``): (whether the walk could trim it, were it the first
-    step and below the slowest cursor: not the last, old enough, expired or over a size limit; and
-    whether it is expired), both never null. ``_trimmable`` of the first step is exactly the first
-    where the first's ledger id is below the slowest and (expired or ``over_size``)."""
+    step and below the slowest cursor: not the last, old enough, expired or under a size limit, null
+    meaning no; and whether it is expired, never null). ``_trimmable`` of the first step is exactly
+    the first where the first's ledger id is below the slowest and (expired or ``over_size``)."""
     now = config.as_of_ms
     ts = F.col("timestamp_ms")
     expired = _false((F.col("ret_minutes") >= 0) & (ts + F.col("ret_minutes") * 60000 < now))
