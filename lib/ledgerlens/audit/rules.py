@@ -70,17 +70,20 @@ def _trimmable(
     config: AuditConfig,
 ) -> tuple[Column, Column, Column]:
     """(trimmable, expired, over_size) of one step of the broker's trimming walk."""
+    ready, expired = _ready_expired(is_last, ts, ret_minutes, config)
+    over_size = (ret_mb >= 0) & (size_from_here > ret_mb * MB)
+    trimmable = _false((ledger_id < slowest) & ready & (expired | over_size))
+    return trimmable, expired, over_size
+
+
+def _ready_expired(
+    is_last: Column, ts: Column, ret_minutes: Column, config: AuditConfig
+) -> tuple[Column, Column]:
+    """(not the last and old enough, expired) of one ledger of the walk; null where unknown."""
     now = config.as_of_ms
     expired = (ret_minutes >= 0) & (ts + ret_minutes * 60000 < now)
-    over_size = (ret_mb >= 0) & (size_from_here > ret_mb * MB)
-    trimmable = _false(
-        (ledger_id < slowest)
-        & ~_false(is_last)
-        & (ts > 0)
-        & (ts <= now - config.retention_grace_s * 1000)
-        & (expired | over_size)
-    )
-    return trimmable, expired, over_size
+    ready = ~_false(is_last) & (ts > 0) & (ts <= now - config.retention_grace_s * 1000)
+    return ready, expired
 
 
 _POS_BITS, _ID_BITS = 20, 43
@@ -245,14 +248,14 @@ def _first_steps(rows: DataFrame, cursors: DataFrame, config: AuditConfig) -> Da
     One aggregation over its ledgers and its cursors together (a union, no join). The first step is
     the least of the walk's order (``_walk_key``: its ledger id is the key's low bits), its size from
     here the whole size; what else decides it is read from each row before the aggregation: whether
-    the row could be trimmed first (``_may_trim_first``), one ``min_by`` of two bits. The retention
+    the row is ready and expired (``_may_trim_first``), one ``min_by`` of two bits. The retention
     size is the managed ledger's namespace's: where its rows disagree, the managed ledger is walked.
     """
     size = F.coalesce("size", F.lit(0))
     key, fits = _walk_key()
     mdl = F.col("mark_delete_ledger_id")
     ledger = F.col("is_ledger")
-    may, expired = _may_trim_first(config)
+    ready, expired = _may_trim_first(config)
     both = rows.select(
         "managed_ledger",
         F.lit(True).alias("is_ledger"),
@@ -262,7 +265,7 @@ def _first_steps(rows: DataFrame, cursors: DataFrame, config: AuditConfig) -> Da
         size.alias("size"),
         key.alias("key"),
         (~fits).alias("odd"),
-        (F.when(may, 2).otherwise(0) + F.when(expired, 1).otherwise(0)).alias("flags"),
+        (F.when(ready, 2).otherwise(0) + F.when(expired, 1).otherwise(0)).alias("flags"),
         F.lit(None).cast("long").alias("mdl"),
         F.lit(0).alias("unknown"),
     ).unionByName(
@@ -308,17 +311,11 @@ def _first_steps(rows: DataFrame, cursors: DataFrame, config: AuditConfig) -> Da
 
 
 def _may_trim_first(config: AuditConfig) -> tuple[Column, Column]:
-    """Of an ``ml_ledgers`` row (with its ``ret_*``): (whether the walk could trim it, were it the first
-    step and below the slowest cursor: not the last, old enough, expired or under a size limit, null
-    meaning no; and whether it is expired, never null). ``_trimmable`` of the first step is exactly
-    the first where the first's ledger id is below the slowest and (expired or ``over_size``)."""
-    now = config.as_of_ms
-    ts = F.col("timestamp_ms")
-    expired = _false((F.col("ret_minutes") >= 0) & (ts + F.col("ret_minutes") * 60000 < now))
-    may = _false(~_false(F.col("is_last")) & (ts > 0) & (ts <= now - config.retention_grace_s * 1000)) & (
-        expired | (F.col("ret_mb") >= 0)
-    )
-    return may, expired
+    """Of an ``ml_ledgers`` row (with its ``ret_*``): (not the last and old enough, expired), never
+    null. ``_trimmable`` of the first step is exactly both where the first's ledger id is below the
+    slowest and it is expired or ``over_size``."""
+    ready, expired = _ready_expired(F.col("is_last"), F.col("timestamp_ms"), F.col("ret_minutes"), config)
+    return _false(ready), _false(expired)
 
 
 def _walk(rows: DataFrame, cursors: DataFrame, config: AuditConfig) -> DataFrame:
