@@ -7,7 +7,10 @@ Runs, one after the other in fresh processes (one run, so the ratios share the m
 - ``bench/bench_small_audit.py``: ``ledgerlens audit`` of the generated cluster vs starting Spark and
   running one trivial job;
 - ``bench/bench_audit.py --driver-memory 4g``: ``run_audit`` written to Parquet vs a full read of
-  the inventory, at each ``--audit-sizes`` point;
+  the inventory, at each ``--audit-sizes`` point; then, in another fresh process, the same full read
+  and ``run_audit`` of the same layout ``FLOOR_SCALE`` times smaller (``--audit-scale``): the
+  audit's fixed cost against the same read, which no speed-up proportional to the data removes
+  (informational; ``--no-floor`` leaves it out);
 
 then prints ``| benchmark | measured | target | met |``, with the load average next to each
 benchmark (the machine may be shared: ratios are measured in the same run, never across runs)::
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+FLOOR_SCALE = 64  # the audit's fixed cost: the same layout this many times smaller
 
 
 @dataclass
@@ -116,6 +120,16 @@ def audit_rows(text: str, at: str, size: str, heap: str) -> list[Row]:
     ]  # fmt: skip
 
 
+def floor_rows(text: str, at: str, size: str) -> list[Row]:
+    ratio = number(r"^\| ratio \(f\) / \(a full read\) \| ([0-9.]+)x \|", text)
+    secs = number(r"^\| \(f\) run_audit of the layout [^|]* \| ([0-9.]+) \|", text)
+    what = f"audit {size}, fixed cost: run_audit of the layout {FLOOR_SCALE}x smaller"
+    return [
+        Row(f"{what} / full inventory read", ratio, "x", "(info)", None, at),
+        Row(f"{what}, seconds", secs, " s", "(info)", None, at),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="zk,small,audit", help="comma-separated subset of zk,small,audit")
@@ -126,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--reuse", action="store_true", help="bench_audit --reuse (keep generated inventories)")
+    ap.add_argument("--no-floor", action="store_true", help="skip the audits of the layouts 64x smaller")
     ap.add_argument("--logs", default="bench-logs")
     args = ap.parse_args(argv)
 
@@ -151,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
             cmd += ["--ledgers", ledgers, "--topics", topics] + (["--reuse"] if args.reuse else [])
             out, at = run(f"audit_{ledgers}", cmd, logs)
             rows += audit_rows(out, at, f"{int(ledgers):,} ledgers", args.driver_memory)
+            if not args.no_floor:
+                floor = [*cmd, "--audit-scale", str(FLOOR_SCALE)] + ([] if args.reuse else ["--reuse"])
+                out, at = run(f"audit_{ledgers}_floor", floor, logs)  # the large one just generated
+                rows += floor_rows(out, at, f"{int(ledgers):,} ledgers")
 
     header = ["benchmark", "measured", "target", "met", "load avg (1/5/15 min) at start"]
     print(f"\nperformance table (one run, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
