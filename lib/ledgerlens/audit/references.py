@@ -34,56 +34,43 @@ def cursor_references(cursors: DataFrame) -> DataFrame:
         F.col("tenant").alias("ref_tenant"),
         F.col("namespace").alias("ref_namespace"),
     ]
-    # One pass over cursors: an array of (id, component, key) per cursor, exploded.
-    cursor_ledger = F.when(
-        F.col("cursors_ledger_id") >= 0,
+
+    def entry(key: Column, ledger_id: Column) -> Column:  # a map entry's shape: (key, value)
+        return F.struct(
+            key.cast("string").alias("key"), F.when(ledger_id >= 0, ledger_id.cast("string")).alias("value")
+        )
+
+    # One pass over cursors, compiled, no lambda: each cursor's cursor ledger (slot 0), its compacted
+    # ledger (slot 1) and its string properties (slots 2 on), exploded with their slot; a slot kept
+    # where it holds a ledger id (a property only if its key names a delayed-index bucket). The lambdas
+    # of map_filter/transform are evaluated row by row, uncompiled: 2.1-2.9 s against 0.9-1.6 s for
+    # the 1.5M cursors of the 10M benchmark, the same rows.
+    entries = F.concat(
         F.array(
-            F.struct(
-                F.col("cursors_ledger_id").alias("id"),
-                F.lit("cursor").alias("c"),
-                F.lit(None).cast("string").alias("k"),
-            )
+            entry(F.lit(None), F.col("cursors_ledger_id")),
+            entry(F.lit(COMPACTED_TOPIC_LEDGER), F.col("properties").getItem(COMPACTED_TOPIC_LEDGER)),
         ),
-    ).otherwise(F.array())
-    compacted = F.col("properties").getItem(COMPACTED_TOPIC_LEDGER)
-    compacted_ref = F.when(
-        compacted >= 0,
-        F.array(
-            F.struct(
-                compacted.alias("id"),
-                F.lit("compacted-ledger").alias("c"),
-                F.lit(COMPACTED_TOPIC_LEDGER).alias("k"),
-            )
+        F.coalesce(
+            F.map_entries("cursor_properties"), F.array().cast("array<struct<key:string,value:string>>")
         ),
-    ).otherwise(F.array())
-    # lambdas are evaluated row by row, uncompiled: only for cursors with string properties (few),
-    # and the references without an id are dropped after the explosion
-    props = F.col("cursor_properties")
-    buckets = F.map_filter(props, lambda k, v: k.startswith(DELAYED_BUCKET_PREFIX))
-    bucket_refs = F.when(
-        F.size(props) > 0,
-        F.transform(
-            F.map_entries(buckets),
-            lambda e: F.struct(
-                F.trim(e["value"]).try_cast("bigint").alias("id"),
-                F.lit("delayed-index-bucket").alias("c"),
-                e["key"].alias("k"),
-            ),
-        ),
-    ).otherwise(F.array())
-    refs = F.concat(cursor_ledger, compacted_ref, bucket_refs)
+    )
+    slot, key = F.col("slot"), F.col("e.key")
+    ledger_id = F.trim(F.col("e.value")).try_cast("bigint")
+    component = (
+        F.when(slot == 0, "cursor").when(slot == 1, "compacted-ledger").otherwise("delayed-index-bucket")
+    )
     return (
-        ok.select(*base, F.explode(refs).alias("r"))
-        .where(F.col("r.id").isNotNull())
+        ok.select(*base, F.posexplode(entries).alias("slot", "e"))
+        .where(ledger_id.isNotNull() & ((slot < 2) | key.startswith(DELAYED_BUCKET_PREFIX)))
         .select(
-            F.col("r.id").alias("ledger_id"),
-            F.col("r.c").alias("ref_component"),
+            ledger_id.alias("ledger_id"),
+            component.alias("ref_component"),
             "ref_ml",
             "ref_cursor",
             "ref_path",
             "ref_tenant",
             "ref_namespace",
-            F.col("r.k").alias("ref_key"),
+            F.when(slot > 0, key).alias("ref_key"),
         )
     )
 
