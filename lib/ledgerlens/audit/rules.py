@@ -594,8 +594,12 @@ def _with_ids(df: DataFrame, ids: DataFrame) -> DataFrame:
 
 
 def _not_hidden(prefixes: Column) -> Column:
-    """No prefix is a blind spot (needs the broadcast ``spots`` column)."""
-    return ~F.arrays_overlap(prefixes, F.col("spots"))
+    """No prefix is a blind spot (needs the broadcast ``spots`` column).
+
+    Without a blind spot, true before ``prefixes`` is computed: a name's prefixes come from a lambda,
+    evaluated row by row, uncompiled (the same truth: nothing overlaps an empty array)."""
+    spots = F.col("spots")
+    return (F.size(spots) == 0) | ~F.arrays_overlap(prefixes, spots)
 
 
 def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
