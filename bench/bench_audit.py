@@ -520,15 +520,13 @@ def main(argv: list[str] | None = None) -> int:
             ]
             df.select(F.sum(F.hash(*cols).cast("long"))).collect()  # every column decoded
         figures["a_full"] = time.monotonic() - t
-        # the settings an audit of this many rows runs with (``spark.sized_for``), but the partition
-        # count, which is this benchmark's own option
+        # the settings an audit of the audited rows runs with (``spark.sized_for``); of the full-size
+        # audit but the partition count, which is this benchmark's own option
         cores = spark.sparkContext.defaultParallelism
-        for key, value in settings_for_rows(sum(rows.values()), cores).items():
-            if key != "spark.sql.shuffle.partitions":
-                spark.conf.set(key, value)
-        if scale > 1:  # the settings of the small inventory's own audit (``spark.sized_for``)
-            audited_rows = sum(ast.literal_eval((audited / "_counts").read_text()).values())
-            for key, value in settings_for_rows(audited_rows, cores).items():
+        counts = rows if scale == 1 else ast.literal_eval((audited / "_counts").read_text())
+        audited_rows = sum(counts.values())
+        for key, value in settings_for_rows(audited_rows, cores).items():
+            if scale > 1 or key != "spark.sql.shuffle.partitions":
                 spark.conf.set(key, value)
         tables = load(audited)
         t = time.monotonic()  # run_audit materializes its one big join eagerly: time it too

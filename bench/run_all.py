@@ -140,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--reuse", action="store_true", help="bench_audit --reuse (keep generated inventories)")
-    ap.add_argument("--no-floor", action="store_true", help="skip the audits of the layouts 64x smaller")
+    ap.add_argument(
+        "--no-floor", action="store_true", help=f"skip the audits of the layouts {FLOOR_SCALE}x smaller"
+    )
     ap.add_argument("--logs", default="bench-logs")
     args = ap.parse_args(argv)
 
