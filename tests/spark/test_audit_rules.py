@@ -782,6 +782,26 @@ def test_blind_spots_hide_what_they_may_own(spark: Any) -> None:
     assert corrupt["/managed-ledgers/c/ns"]["component"] == "managed-ledger"
 
 
+def test_a_blind_spot_hides_retention_overdue_ledgers_under_it(spark: Any) -> None:
+    """A namespace that could not be listed may hold more of a managed ledger's metadata (its
+    cursors): its ledgers are not called overdue until it can be read."""
+    name = "d/ns/persistent/t"
+    rows = {
+        "managed_ledgers": [
+            ml(name),
+            {"managed_ledger": "d/ns", "path": "/managed-ledgers/d/ns", "error": "cannot list"},
+        ],
+        "ml_ledgers": ledgers(name, {"ledger_id": 720}, {"ledger_id": 721}),
+        "bk_ledgers": [bk(720, name), bk(721, name, **YOUNG_OPEN)],
+        "namespace_policies": [pol("d/ns", 60, -1)],
+    }
+    assert [(f["kind"], f["path"]) for f in audit(spark, rows)] == [
+        ("corrupt_metadata", "/managed-ledgers/d/ns")
+    ]
+    rows["managed_ledgers"].pop()
+    assert [(f["kind"], f["ledger_id"]) for f in audit(spark, rows)] == [("retention_overdue", 720)]
+
+
 def test_what_the_admin_api_cannot_show_is_not_decided(spark: Any) -> None:
     """Rows as the admin API source writes them: schema versions without ledger ids, cursors without
     string properties, offloads without completion state. Nothing is guessed from the gaps."""

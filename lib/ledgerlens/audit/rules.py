@@ -602,15 +602,21 @@ def _not_hidden(prefixes: Column) -> Column:
     return (F.size(spots) == 0) | ~F.arrays_overlap(prefixes, spots)
 
 
-def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
-    """The ledger rules as (condition on a joined row, raw finding) pairs."""
-    now = config.as_of_ms
-    unreferenced_old = (
-        F.col("ref_component").isNull()
-        & _false(F.col("bk_present"))
-        & F.col("bk_error").isNull()
-        & (F.col("ctime_ms") <= now - config.min_orphan_age_s * 1000)
-    )
+# the columns of ``_owner_columns``
+_OWNER, _TENANT, _OWNED = "lr_owner", "lr_tenant", "lr_owned"
+_VISIBLE, _ML_VISIBLE = "lr_visible", "lr_ml_visible"
+
+
+def _owner_columns() -> list[Column]:
+    """Columns the ledger rules read, computed once per selected row (``ledger_rules`` keeps them
+    with the rows): of an unreferenced ledger, its owner's name, the owner's tenant, whether the
+    tenant is owned and whether no blind spot hides the owner; of a managed ledger's overdue
+    reference, whether no blind spot hides the managed ledger. Null (owned: false) elsewhere: every
+    rule that reads one also requires its row to be such.
+
+    Written into each rule instead, the owner's name (a topic parsed by regular expressions) would
+    be planned, compiled and evaluated once per use: ten times in the orphan and foreign rules.
+    """
     comp = F.col("bk_component")
     owner = (
         F.when(comp == _ML, F.col("bk_ml"))
@@ -622,21 +628,50 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
         )
         .when(comp == "schema", F.col("bk_schema_id"))
     )
+    named = F.col(_OWNER)
     prefixes = (
         F.when(
             comp == "delayed-index-bucket",
             # a bucket's owner is also hidden where its cursors' string properties are unknown
-            F.concat(owner_prefixes(ML_TAG, owner), owner_prefixes(BUCKET_TAG, owner)),
+            F.concat(owner_prefixes(ML_TAG, named), owner_prefixes(BUCKET_TAG, named)),
         )
         .when(
             comp.isin(*_KNOWN_COMPONENTS),
-            owner_prefixes(F.when(comp == "schema", F.lit(SCHEMA_TAG)).otherwise(F.lit(ML_TAG)), owner),
+            owner_prefixes(F.when(comp == "schema", F.lit(SCHEMA_TAG)).otherwise(F.lit(ML_TAG)), named),
         )
         .otherwise(F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}")))
     )
+    unreferenced = F.col("ref_component").isNull()
+    overdue = (F.col("ref_component") == _ML) & _false(F.col("ret_overdue"))
+    return [
+        F.when(unreferenced, owner).alias(_OWNER),
+        F.when(unreferenced, _not_hidden(prefixes)).alias(_VISIBLE),
+        F.when(overdue, _not_hidden(owner_prefixes(ML_TAG, F.col("ref_ml")))).alias(_ML_VISIBLE),
+    ]
+
+
+def _with_owner_columns(rows: DataFrame) -> DataFrame:
+    """``rows`` (joined rows with the facts' columns) with ``_owner_columns``: the owner in a plan step
+    of its own, so that what is read of it reads its column, not its expression."""
+    owner, *rest = _owner_columns()
+    tenant = tenant_of_name(F.col(_OWNER))
+    return rows.select("*", owner).select("*", *rest, tenant.alias(_TENANT), is_owned(tenant).alias(_OWNED))
+
+
+def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
+    """The ledger rules as (condition on a joined row with ``_owner_columns``, raw finding) pairs."""
+    now = config.as_of_ms
+    unreferenced_old = (
+        F.col("ref_component").isNull()
+        & _false(F.col("bk_present"))
+        & F.col("bk_error").isNull()
+        & (F.col("ctime_ms") <= now - config.min_orphan_age_s * 1000)
+    )
+    comp = F.col("bk_component")
+    owner = F.col(_OWNER)
     owner_ml = F.when(comp != "schema", owner)
-    tenant = tenant_of_name(owner)
-    owned = is_owned(tenant)
+    tenant = F.col(_TENANT)
+    owned = F.col(_OWNED)
     # the columns an orphan and a foreign ledger share: which ledger, whose, how big, how old
     ledger_cols: dict[str, Column] = {
         "component": F.when((comp == _ML) & F.col("bk_cursor").isNotNull(), F.lit("cursor")).otherwise(comp),
@@ -762,7 +797,7 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
     )
     return [
         (
-            unreferenced_old & (F.col("application") == "pulsar") & owned & _not_hidden(prefixes),
+            unreferenced_old & (F.col("application") == "pulsar") & owned & F.col(_VISIBLE),
             orphan,
         ),
         (
@@ -770,7 +805,7 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
             unreferenced_old
             & (F.col("application") == "pulsar")
             & ~owned
-            & (tenant.isNotNull() | _not_hidden(prefixes)),
+            & (tenant.isNotNull() | F.col(_VISIBLE)),
             foreign,
         ),
         (
@@ -790,7 +825,7 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
             open_overdue,
         ),
         (
-            is_ml & _false(F.col("ret_overdue")) & _not_hidden(owner_prefixes(ML_TAG, F.col("ref_ml"))),
+            is_ml & _false(F.col("ret_overdue")) & F.col(_ML_VISIBLE),
             retention,
         ),
     ]
@@ -893,6 +928,7 @@ def ledger_rules(
     # the one-row facts are joined before the rows are kept: every rule's plan is then a filter and a
     # select over the kept rows, not 14 more joins
     step = joined.filter(_selected(config, offload=offload)).crossJoin(F.broadcast(facts))
+    step = _with_owner_columns(step)
     # measured (counted: its true size lets the offload joins broadcast it) where nothing else sizes
     # it: not where expressions are interpreted (a tiny audit: the count is a query more than those
     # joins save), nor where adaptive execution re-plans those joins from the rows it shuffled (the
