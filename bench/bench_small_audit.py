@@ -61,7 +61,9 @@ def load() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--workdir", default=None, help="sandbox directory (default: a temporary one)")
+    ap.add_argument(
+        "--workdir", default=None, help="sandbox directory, kept (default: a temporary one, then removed)"
+    )
     args = ap.parse_args(argv)
 
     ll = ledgerlens_cmd()
@@ -93,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"      phases: {json.dumps(phases)}", flush=True)
     finally:
         timed([*ll, "sandbox-local", "down", "--workdir", str(sandbox)])
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
     ledgers = summary.get("inventory_counts", {}).get("bk_ledgers", 0)
     t, a = statistics.median(trivial), statistics.median(audit)
     # each run's ratio pairs two measurements taken back to back (the load of a shared machine

@@ -135,12 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if args.zk is None:
         import atexit
+        import shutil
         import tempfile
         from pathlib import Path
 
         from ledgerlens.sandbox.servers import ZooKeeperServer
 
-        server = ZooKeeperServer(Path(tempfile.mkdtemp(prefix="ll-bench-zk-"))).start(timeout=60)
+        data = Path(tempfile.mkdtemp(prefix="ll-bench-zk-"))
+        atexit.register(shutil.rmtree, data, ignore_errors=True)  # at exit after the server stops
+        server = ZooKeeperServer(data).start(timeout=60)
         atexit.register(server.stop)
         args.zk = server.hosts
     client = KazooClient(hosts=args.zk, timeout=60)
