@@ -602,22 +602,24 @@ def _not_hidden(prefixes: Column) -> Column:
     return (F.size(spots) == 0) | ~F.arrays_overlap(prefixes, spots)
 
 
-# the columns of ``_owner_columns``
+# the columns of ``_with_owner_columns``
 _OWNER, _TENANT, _OWNED = "lr_owner", "lr_tenant", "lr_owned"
 _VISIBLE, _ML_VISIBLE = "lr_visible", "lr_ml_visible"
 
 
-def _owner_columns() -> list[Column]:
-    """Columns the ledger rules read, computed once per selected row (``ledger_rules`` keeps them
-    with the rows): of an unreferenced ledger, its owner's name, the owner's tenant, whether the
-    tenant is owned and whether no blind spot hides the owner; of a managed ledger's overdue
-    reference, whether no blind spot hides the managed ledger. Null (owned: false) elsewhere: every
-    rule that reads one also requires its row to be such.
+def _with_owner_columns(rows: DataFrame) -> DataFrame:
+    """``rows`` (joined rows with the facts' columns) with the columns the ledger rules read of an
+    owner, computed once per row (``ledger_rules`` keeps them with the rows).
 
-    Written into each rule instead, the owner's name (a topic parsed by regular expressions) would
-    be planned, compiled and evaluated once per use: ten times in the orphan and foreign rules.
+    Of an unreferenced ledger: its owner's name, the owner's tenant, whether the tenant is owned and
+    whether no blind spot hides the owner; of a managed ledger's overdue reference: whether no blind
+    spot hides the managed ledger. Null (owned: false) elsewhere: every rule that reads one also
+    requires its row to be such. Written into each rule instead, the owner's name (a topic parsed by
+    regular expressions) was planned, compiled and evaluated once per use: ten times in the orphan
+    and foreign rules. The owner is a plan step of its own, so what is read of it reads its column.
     """
     comp = F.col("bk_component")
+    unreferenced = F.col("ref_component").isNull()
     owner = (
         F.when(comp == _ML, F.col("bk_ml"))
         .when(comp == "compacted-ledger", topic_to_ml(F.col("compacted_topic")))
@@ -628,6 +630,7 @@ def _owner_columns() -> list[Column]:
         )
         .when(comp == "schema", F.col("bk_schema_id"))
     )
+    rows = rows.select("*", F.when(unreferenced, owner).alias(_OWNER))
     named = F.col(_OWNER)
     prefixes = (
         F.when(
@@ -641,25 +644,19 @@ def _owner_columns() -> list[Column]:
         )
         .otherwise(F.array(F.lit(f"{ML_TAG}:{ANY}"), F.lit(f"{SCHEMA_TAG}:{ANY}")))
     )
-    unreferenced = F.col("ref_component").isNull()
     overdue = (F.col("ref_component") == _ML) & _false(F.col("ret_overdue"))
-    return [
-        F.when(unreferenced, owner).alias(_OWNER),
+    tenant = tenant_of_name(named)
+    return rows.select(
+        "*",
+        tenant.alias(_TENANT),
+        is_owned(tenant).alias(_OWNED),
         F.when(unreferenced, _not_hidden(prefixes)).alias(_VISIBLE),
         F.when(overdue, _not_hidden(owner_prefixes(ML_TAG, F.col("ref_ml")))).alias(_ML_VISIBLE),
-    ]
-
-
-def _with_owner_columns(rows: DataFrame) -> DataFrame:
-    """``rows`` (joined rows with the facts' columns) with ``_owner_columns``: the owner in a plan step
-    of its own, so that what is read of it reads its column, not its expression."""
-    owner, *rest = _owner_columns()
-    tenant = tenant_of_name(F.col(_OWNER))
-    return rows.select("*", owner).select("*", *rest, tenant.alias(_TENANT), is_owned(tenant).alias(_OWNED))
+    )
 
 
 def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
-    """The ledger rules as (condition on a joined row with ``_owner_columns``, raw finding) pairs."""
+    """The ledger rules as (condition on a joined row with ``_with_owner_columns``, raw finding) pairs."""
     now = config.as_of_ms
     unreferenced_old = (
         F.col("ref_component").isNull()
