@@ -20,6 +20,7 @@ Not part of the test suite.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -68,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ll = ledgerlens_cmd()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="ll-bench-small-"))
+    if not args.workdir:  # removed however the run ends (a sandbox that fails to start included)
+        atexit.register(shutil.rmtree, work, ignore_errors=True)
     sandbox = work / "sandbox"
     shutil.rmtree(sandbox, ignore_errors=True)
     timed([*ll, "sandbox-local", "up", "--workdir", str(sandbox)])
@@ -95,8 +98,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"      phases: {json.dumps(phases)}", flush=True)
     finally:
         timed([*ll, "sandbox-local", "down", "--workdir", str(sandbox)])
-        if not args.workdir:
-            shutil.rmtree(work, ignore_errors=True)
     ledgers = summary.get("inventory_counts", {}).get("bk_ledgers", 0)
     t, a = statistics.median(trivial), statistics.median(audit)
     # each run's ratio pairs two measurements taken back to back (the load of a shared machine
