@@ -9,6 +9,10 @@ Generates the inventory with Spark (``spark.range`` + column expressions) as Par
 
 the ratio (b)/(a, full read), and peak memory (driver Python RSS and the JVM's RSS, sampled).
 
+The JVM compiles as the CLI's would for the generated cluster (``--quick-compile auto``: C1 only up
+to ``spark.QUICK_COMPILE_ZNODES`` znodes, so for 1M ledgers, not for 10M; (f) below too); the full
+read (a) runs in that JVM too.
+
 With ``--audit-scale N`` (N > 1) it times instead (f): after the same full read (a), ``run_audit`` of
 the same layout N times smaller (generated beside it), in this fresh JVM. That is the audit's fixed
 cost, which no speed-up proportional to the data removes: its planning, Spark's generated classes
@@ -46,7 +50,7 @@ from pyspark.sql import types as T
 from ledgerlens import schemas
 from ledgerlens.audit import run_audit, summarize
 from ledgerlens.config import AuditConfig
-from ledgerlens.spark import configure, settings_for_rows
+from ledgerlens.spark import QUICK_COMPILE, configure, quick_compile_for, settings_for_rows
 
 NOW = 1_800_000_000_000
 H = 3_600_000
@@ -474,6 +478,13 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="time (f) instead of (b): run_audit of the layout N times smaller, after the same full read",
     )
+    ap.add_argument(
+        "--quick-compile",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the JVM compiles with C1 only (spark.QUICK_COMPILE); auto: as the CLI would for the generated "
+        "cluster (its znodes estimated as ledgers + 3 x topics)",
+    )
     args = ap.parse_args(argv)
 
     root = Path(args.dir)
@@ -481,8 +492,15 @@ def main(argv: list[str] | None = None) -> int:
     scale = max(1, args.audit_scale)
     audited = root / f"inventory-{args.ledgers // scale}-{args.topics // scale}"
     partitions = args.shuffle_partitions or max(8, args.ledgers // 250_000)
+    # the full-size cluster's, also for (f): the fixed cost of that audit, in its JVM
+    znodes = args.ledgers + 3 * args.topics  # ledgers, then managed ledgers, cursors and more
+    quick = args.quick_compile == "on" or (args.quick_compile == "auto" and quick_compile_for(znodes))
     builder = configure(
-        SparkSession.builder, master=args.master, app_name="bench-audit", shuffle_partitions=partitions
+        SparkSession.builder,
+        master=args.master,
+        app_name="bench-audit",
+        shuffle_partitions=partitions,
+        quick_compile=quick,
     )
     builder = builder.config("spark.driver.memory", args.driver_memory).config(
         "spark.sql.adaptive.enabled", "true"
@@ -544,6 +562,8 @@ def main(argv: list[str] | None = None) -> int:
     for n, v in rows.items():
         print(f"  {n:<20} {v:>12,}")
     print(f"master {args.master}, shuffle partitions {partitions}, driver memory {args.driver_memory}")
+    jit = f"C1 only ({QUICK_COMPILE}), as the CLI for about {znodes:,} znodes" if quick else "C1 and C2"
+    print(f"JIT compilers (reads and audit alike): {jit}")
     print()
     print("| measure | seconds |")
     print("|---|---:|")

@@ -395,17 +395,23 @@ def _local_python(master: str) -> None:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-def _spark_session(master: str, conf: dict[str, str] | None = None) -> tuple[Any, bool]:
-    """A Spark session and whether this command owns it (and must stop it)."""
+def _spark_session(
+    master: str, conf: dict[str, str] | None = None, *, znodes: int | None = None
+) -> tuple[Any, bool]:
+    """A Spark session and whether this command owns it (and must stop it).
+
+    ``znodes``: how many znodes the metadata stores hold (``preflight``), when every store said; few
+    enough (``spark.quick_compile_for``), the JVM, which ends with the command, compiles quickly.
+    """
     from pyspark.sql import SparkSession
 
-    from ledgerlens.spark import get_session
+    from ledgerlens.spark import get_session, quick_compile_for
 
     _local_python(master)
     active = SparkSession.getActiveSession()
     if active is not None:  # called in-process next to a live session (notebook, tests): reuse it
         return active, False
-    session = get_session(master, conf=conf)
+    session = get_session(master, conf=conf, quick_compile=quick_compile_for(znodes))
     _install_signal_handlers()  # pyspark's SIGINT handler calls into a JVM that may be gone
     return session, True
 
@@ -429,11 +435,13 @@ def _stop_spark(spark: Any, *, hard: bool) -> None:
 
 def _preflight(
     zk: Any, s3: Any, *, out: Path | None, master: str, allow_empty_metadata: bool, stores: Any = None
-) -> None:
-    """Everything checkable before Spark starts (``ledgerlens.preflight``)."""
+) -> dict[str, Any]:
+    """Everything checkable before Spark starts (``ledgerlens.preflight``); what it saw."""
     from ledgerlens.preflight import preflight
 
-    preflight(zk, s3, out=out, spark_master=master, allow_empty_metadata=allow_empty_metadata, stores=stores)
+    return preflight(
+        zk, s3, out=out, spark_master=master, allow_empty_metadata=allow_empty_metadata, stores=stores
+    )
 
 
 def exit_code(summary: dict[str, Any], fail_on: str | None) -> int:
@@ -482,12 +490,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     master, conf = settings["spark.master"], settings["spark.conf"]
     allow = bool(getattr(args, "allow_empty_metadata", False))
-    _preflight(zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores)
+    seen = _preflight(zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores)
     from ledgerlens import pipeline
     from ledgerlens.outdir import OutputDir
 
     with OutputDir(args.out) as od:
-        spark, owned = _spark_session(master, conf)
+        spark, owned = _spark_session(master, conf, znodes=seen.get("znodes"))
         hard = True
         try:
             from ledgerlens.config import BookieSource

@@ -210,6 +210,20 @@ def zookeeper_client(zk: ZooKeeperSource, *, timeout_s: float = ZK_TIMEOUT_S) ->
     return client
 
 
+_NODE_COUNT = re.compile(r"^Node count: (\d+)$", re.MULTILINE)
+
+
+def znode_count(client: Any) -> int | None:
+    """The znodes the connected ZooKeeper server holds (its ``srvr`` command, which ZooKeeper
+    allows by default), or None when it does not say (the command refused, a short reply)."""
+    try:
+        reply = client.command(b"srvr")
+    except Exception:  # noqa: BLE001 - only a hint: without it nothing is tuned
+        return None
+    found = _NODE_COUNT.search(reply or "")
+    return int(found.group(1)) if found else None
+
+
 # -- S3 ----------------------------------------------------------------------------------------
 
 
@@ -324,6 +338,7 @@ def preflight(
                     allow_empty_metadata=allow_empty_metadata,
                     option=option,
                 )
+                structure["znodes"] = znode_count(client)
             finally:
                 client.stop()
                 client.close()
@@ -335,6 +350,9 @@ def preflight(
         if pulsar:
             n = structure.get("managed_ledger_tenants")
             tenants = None if n is None or tenants is None else tenants + n
+    counts = [x.get("znodes") for x in seen["stores"]]
+    # every store a live ZooKeeper that told its size: an upper bound of the inventory's rows
+    seen["znodes"] = sum(counts) if counts and len(counts) == len(sources) and None not in counts else None
     if s3 is not None:
         has_objects = check_bucket(s3)
         if has_objects and tenants == 0 and sources and not allow_empty_metadata:

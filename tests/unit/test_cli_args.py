@@ -107,12 +107,18 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
 
     monkeypatch.setattr(ledgerlens, "pipeline", module, raising=False)
 
-    def session(master: str, conf: dict[str, str] | None = None) -> tuple[FakeSpark, bool]:
+    def session(
+        master: str, conf: dict[str, str] | None = None, *, znodes: int | None = None
+    ) -> tuple[FakeSpark, bool]:
         state.masters.append(master)
         return state.spark, True
 
+    def preflight(*a: object, **k: object) -> dict[str, object]:
+        state.preflights.append((a, k))
+        return {"stores": [], "znodes": None}
+
     monkeypatch.setattr(cli, "_spark_session", session)
-    monkeypatch.setattr(cli, "_preflight", lambda *a, **k: state.preflights.append((a, k)))
+    monkeypatch.setattr(cli, "_preflight", preflight)
     return state
 
 

@@ -1,0 +1,54 @@
+"""The CLI's JVM compiles quickly for small clusters: the size comes from ZooKeeper before Spark starts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from generated import generated_cluster
+from ledgerlens.config import ZooKeeperSource
+from ledgerlens.preflight import preflight, znode_count, zookeeper_client
+from ledgerlens.sandbox.cluster import default_now_ms
+from ledgerlens.spark import QUICK_COMPILE, QUICK_COMPILE_ZNODES, configure, quick_compile_for
+
+pytestmark = [pytest.mark.integration]
+
+
+def _znodes_under(client: Any, path: str) -> int:
+    children = client.get_children(path)
+    return 1 + sum(_znodes_under(client, f"{path.rstrip('/')}/{c}") for c in children)
+
+
+def test_preflight_reads_how_many_znodes_the_store_holds(zookeeper: Any, s3_server: Any) -> None:
+    c = generated_cluster(zookeeper, s3_server, "quick", now_ms=default_now_ms(), scenario="healthy")
+    seen = preflight(ZooKeeperSource(hosts=c["hosts"]), None)
+    client = zookeeper_client(ZooKeeperSource(hosts=zookeeper.hosts))
+    try:
+        whole = _znodes_under(client, "/")
+        ours = _znodes_under(client, c["hosts"][len(zookeeper.hosts) :])
+        count = znode_count(client)  # the whole server's, every chroot (a shared one too)
+        assert count is not None and whole <= count <= whole + 1  # its tree's root counted apart
+    finally:
+        client.stop()
+        client.close()
+    # the cluster's ledgers, managed ledgers and cursors are among them: an upper bound of its inventory
+    assert seen["znodes"] == count and whole > ours > 100
+
+
+def test_only_a_known_small_store_gets_the_quick_compiler() -> None:
+    assert quick_compile_for(240)
+    assert quick_compile_for(QUICK_COMPILE_ZNODES)
+    assert not quick_compile_for(QUICK_COMPILE_ZNODES + 1)
+    assert not quick_compile_for(None)  # a store that did not say (a snapshot, srvr refused)
+
+
+def test_the_quick_compiler_is_a_local_driver_option_beside_the_quiet_logging() -> None:
+    def driver(master: str, quick: bool) -> str:
+        b = configure(SparkSession.Builder(), master=master, quick_compile=quick)
+        return str(b._options.get("spark.driver.extraJavaOptions", ""))  # type: ignore[attr-defined]
+
+    assert QUICK_COMPILE in driver("local[2]", True).split()
+    assert QUICK_COMPILE not in driver("local[2]", False)
+    assert QUICK_COMPILE not in driver("spark://somewhere:7077", True)  # its executors run the scans
