@@ -78,15 +78,16 @@ def configure(
 QUICK_COMPILE = "-XX:TieredStopAtLevel=1"
 """HotSpot compiles with C1 only, never C2. Most of a short Spark run's CPU goes to the JIT
 compiling Spark's planner, Janino and the classes Spark generates for each stage, mostly run a few
-times, which C2 compiles slowly and to little gain. On 2 cores (``make bench``, 2026-11-27), three
-interleaved pairs each: the 93-ledger generated cluster audited end to end in 18.0-22.6 s instead of
-22.9-25.5 s; the 1M-ledger benchmark's ``run_audit`` in 22.3-25.1 s instead of 27.9-28.3 s, its
+times, which C2 compiles slowly and to little gain. On 2 cores (2026-11-27, interleaved pairs;
+docs/performance.md): the 93-ledger generated cluster audited end to end in 17.1-19.4 s instead of
+22.0-24.9 s; the 1M-ledger benchmark's ``run_audit`` in 22.3-25.1 s instead of 27.9-28.3 s, its
 full read unchanged; the 10M-ledger one's in 54.1-55.0 s instead of 51.4-52.9 s, its full read
 slower (22 s instead of 16-19 s): long scans repay C2."""
 
 QUICK_COMPILE_ZNODES = 3_000_000
 """Up to this many znodes in the metadata stores (ZooKeeper's ``srvr``, read before Spark starts),
-the CLI's JVM compiles quickly (``QUICK_COMPILE``). Every ledger, managed ledger and cursor is a
+a run whose JVM ends with it (the CLI's, the runbook's run headless) compiles quickly
+(``QUICK_COMPILE``). Every ledger, managed ledger and cursor is a
 znode: the 1M-ledger benchmark is about 1.3M of them, the 10M one 11M. The threshold between the
 measured sizes is a choice, not a measurement."""
 

@@ -29,7 +29,7 @@ def test_preflight_reads_how_many_znodes_the_store_holds(zookeeper: Any, s3_serv
         whole = _znodes_under(client, "/")
         ours = _znodes_under(client, c["hosts"][len(zookeeper.hosts) :])
         count = znode_count(client)  # the whole server's, every chroot (a shared one too)
-        assert count is not None and whole <= count <= whole + 1  # its tree's root counted apart
+        assert count is not None and whole <= count <= whole + 1  # one node more than its tree lists
     finally:
         client.stop()
         client.close()
