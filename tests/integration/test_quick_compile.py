@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -22,19 +23,28 @@ def _znodes_under(client: Any, path: str) -> int:
 
 
 def test_preflight_reads_how_many_znodes_the_store_holds(zookeeper: Any, s3_server: Any) -> None:
+    from kazoo.client import KazooClient
+
     c = generated_cluster(zookeeper, s3_server, "quick", now_ms=default_now_ms(), scenario="healthy")
-    seen = preflight(ZooKeeperSource(hosts=c["hosts"]), None)
+    writer = KazooClient(hosts=zookeeper.hosts)
+    writer.start()
     client = zookeeper_client(ZooKeeperSource(hosts=zookeeper.hosts))
     try:
-        whole = _znodes_under(client, "/")
+        before = znode_count(client)
+        seen = preflight(ZooKeeperSource(hosts=c["hosts"]), None)
+        extra = f"/quick-count-{uuid.uuid4().hex[:8]}"
+        for path in (extra, *(f"{extra}/{i}" for i in range(5))):
+            writer.create(path)
+        after = znode_count(client)
         ours = _znodes_under(client, c["hosts"][len(zookeeper.hosts) :])
-        count = znode_count(client)  # the whole server's, every chroot (a shared one too)
-        assert count is not None and whole <= count <= whole + 1  # one node more than its tree lists
     finally:
         client.stop()
         client.close()
-    # the cluster's ledgers, managed ledgers and cursors are among them: an upper bound of its inventory
-    assert seen["znodes"] == count and whole > ours > 100
+        writer.stop()
+        writer.close()
+    assert before is not None and after == before + 6  # the server's count follows its znodes
+    # the whole server's (every chroot, a shared one too): an upper bound of the cluster's inventory
+    assert seen["znodes"] == before > ours > 100
 
 
 def test_only_a_known_small_store_gets_the_quick_compiler() -> None:

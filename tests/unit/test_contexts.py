@@ -395,7 +395,9 @@ def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> Any:
         def stop(self) -> None:
             pass
 
-    def session(master: str, conf: dict[str, str] | None = None) -> tuple[Any, bool]:
+    def session(
+        master: str, conf: dict[str, str] | None = None, *, znodes: int | None = None
+    ) -> tuple[Any, bool]:
         state.masters.append(master)
         state.confs.append(conf)
         return Spark(), True
@@ -407,7 +409,8 @@ def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     monkeypatch.setattr(ledgerlens, "pipeline", module, raising=False)
     monkeypatch.setattr(cli, "_spark_session", session)
-    monkeypatch.setattr(cli, "_preflight", lambda *a, **k: None)  # no servers behind these contexts
+    # no servers behind these contexts: nothing seen
+    monkeypatch.setattr(cli, "_preflight", lambda *a, **k: {"stores": [], "znodes": None})
     del pipeline
     return state
 
