@@ -42,6 +42,7 @@ $(STAMP): pyproject.toml setup.py lib/ledgerlens/formats/_ledgerwire.c
 # everything the libraries say).
 demo: setup
 	@rm -rf $(DEMO_DIR)/audit
+	@mkdir -p $(DEMO_DIR)  # a fresh clone has none: the sandbox's answers are written into it
 	@echo "starting a Pulsar sandbox in $(DEMO_DIR)/sandbox (about a minute), seeding and planting failures"
 	@$(LL) sandbox up --workdir $(DEMO_DIR)/sandbox > $(DEMO_DIR)/sandbox-up.json
 	@$(LL) sandbox seed --workdir $(DEMO_DIR)/sandbox > $(DEMO_DIR)/sandbox-seed.json \
