@@ -319,6 +319,9 @@ def preflight(
         check_spark_master(spark_master)
     seen: dict[str, Any] = {"stores": []}
     tenants: int | None = 0
+    # znodes per ZooKeeper ensemble (two stores in chroots of one count once); None: a store that
+    # is no live ZooKeeper, or did not say
+    sizes: dict[str, int | None] | None = {}
     for src in sources:
         bookkeeper = any(st in src.stages for st in BOOKKEEPER_STAGES)
         pulsar = any(st in src.stages for st in PULSAR_STAGES)
@@ -327,7 +330,7 @@ def preflight(
                 option = "--zookeeper"
             else:
                 option = "--bookkeeper-metadata" if not pulsar else "--pulsar-metadata"
-            check_zookeeper(src.zk)
+            ensemble = check_zookeeper(src.zk).server_list()
             client = zookeeper_client(src.zk)
             try:
                 structure = check_structure(
@@ -338,21 +341,24 @@ def preflight(
                     allow_empty_metadata=allow_empty_metadata,
                     option=option,
                 )
-                structure["znodes"] = znode_count(client)
+                if sizes is not None and ensemble not in sizes:  # one answer per ensemble
+                    sizes[ensemble] = znode_count(client)
             finally:
                 client.stop()
                 client.close()
         elif isinstance(src, ZooKeeperSnapshot):
+            sizes = None
             structure = check_snapshot_structure(src, allow_empty_metadata=allow_empty_metadata)
         else:  # other source kinds check themselves when collection starts
+            sizes = None
             continue
         seen["stores"].append(structure)
         if pulsar:
             n = structure.get("managed_ledger_tenants")
             tenants = None if n is None or tenants is None else tenants + n
-    counts = [x.get("znodes") for x in seen["stores"]]
     # every store a live ZooKeeper that told its size: an upper bound of the inventory's rows
-    seen["znodes"] = sum(counts) if counts and len(counts) == len(sources) and None not in counts else None
+    counts = [n for n in (sizes or {}).values() if n is not None]
+    seen["znodes"] = sum(counts) if sizes and len(counts) == len(sizes) else None
     if s3 is not None:
         has_objects = check_bucket(s3)
         if has_objects and tenants == 0 and sources and not allow_empty_metadata:

@@ -47,6 +47,21 @@ def test_preflight_reads_how_many_znodes_the_store_holds(zookeeper: Any, s3_serv
     assert seen["znodes"] == before > ours > 100
 
 
+def test_two_stores_in_chroots_of_one_zookeeper_count_it_once(zookeeper: Any, s3_server: Any) -> None:
+    from ledgerlens.sources.stores import Stores
+
+    c = generated_cluster(zookeeper, s3_server, "quick2", now_ms=default_now_ms(), scenario="healthy")
+    client = zookeeper_client(ZooKeeperSource(hosts=zookeeper.hosts))
+    try:
+        whole = znode_count(client)
+    finally:
+        client.stop()
+        client.close()
+    stores = Stores.parse(f"zk:{c['hosts']}/ledgers", [f"zk:{c['hosts']}"])
+    assert len(stores.sources()) == 2  # BookKeeper's and Pulsar's, two chroots of one ensemble
+    assert preflight(None, None, stores=stores)["znodes"] == whole
+
+
 def test_only_a_known_small_store_gets_the_quick_compiler() -> None:
     assert quick_compile_for(240)
     assert quick_compile_for(QUICK_COMPILE_ZNODES)

@@ -98,7 +98,7 @@ def summary(critical: int = 0, warning: int = 0, info: int = 0) -> dict[str, Any
 def fake(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
     """Install a fake ``ledgerlens.pipeline`` and Spark session; returns handles to both."""
     state = types.SimpleNamespace(
-        pipeline=FakePipeline(summary()), spark=FakeSpark(), masters=[], preflights=[]
+        pipeline=FakePipeline(summary()), spark=FakeSpark(), masters=[], preflights=[], znodes=[]
     )
     module = types.ModuleType("ledgerlens.pipeline")
     module.run = lambda *a, **k: state.pipeline.run(*a, **k)  # type: ignore[attr-defined]
@@ -111,11 +111,12 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
         master: str, conf: dict[str, str] | None = None, *, znodes: int | None = None
     ) -> tuple[FakeSpark, bool]:
         state.masters.append(master)
+        state.znodes.append(znodes)
         return state.spark, True
 
     def preflight(*a: object, **k: object) -> dict[str, object]:
         state.preflights.append((a, k))
-        return {"stores": [], "znodes": None}
+        return {"stores": [], "znodes": 1234}
 
     monkeypatch.setattr(cli, "_spark_session", session)
     monkeypatch.setattr(cli, "_preflight", preflight)
@@ -155,6 +156,7 @@ def test_audit_builds_configs(
     assert audit.as_of_ms == 1767225600000
     assert out == tmp_path and progress is False
     assert fake.masters == ["local[2]"] and fake.spark.stopped
+    assert fake.znodes == [1234]  # what the preflight saw chooses the JVM's compilers
     printed = capsys.readouterr().out
     assert "0 critical, 1 warning, 0 info" not in printed  # default summary has no findings
     assert "findings.parquet" in printed and "summary.json" in printed
