@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledgerlens.class_archive import DISABLE_ENV
+
 HERE = Path(__file__).resolve().parent
 FLOOR_SCALE = 64  # the audit's fixed cost: the same layout this many times smaller
 
@@ -148,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
 
     only = set(args.only.split(","))
     py = sys.executable
+    # every benchmark measures a fresh install: no class archive of ``ledgerlens warm-up`` is read
+    # (bench_small_audit.py --class-archive on measures with one)
+    os.environ[DISABLE_ENV] = "off"
     logs = Path(args.logs)
     rows: list[Row] = []
     if "zk" in only:

@@ -317,6 +317,14 @@ def build_parser() -> argparse.ArgumentParser:
     ctx.add_argument(
         "--timeout", type=float, default=10.0, metavar="SECONDS", help="check: time limit per store (10)"
     )
+    sub.add_parser(
+        "warm-up",
+        help="write the Spark JVM's class archive once: later sessions start about 4 s sooner",
+        description="Start Spark once and write every class its JVM loads to an archive in "
+        "~/.cache/ledgerlens ($LEDGERLENS_CACHE_DIR), about 180 MiB, in about a minute. Later "
+        "sessions on a local master map it instead of loading those classes one by one. Run it again "
+        "after upgrading Java or Spark; $LEDGERLENS_CLASS_ARCHIVE=off ignores the archive.",
+    )
     kafka = sub.add_parser(
         "kafka-audit",
         help="audit Kafka tiered storage (KIP-405): remote log metadata against the remote storage",
@@ -688,6 +696,20 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_warm_up(args: argparse.Namespace) -> int:
+    """``warm-up``: write the class archive (``ledgerlens.warm_up``)."""
+    from ledgerlens.warm_up import warm_up
+
+    print("ledgerlens warm-up: recording the classes Spark loads (about a minute)", flush=True)
+    try:
+        path, size = warm_up()
+    except RuntimeError as e:
+        print(f"ledgerlens {e}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"ledgerlens warm-up: wrote {path} ({size / 2**20:.0f} MiB); Spark sessions now start from it")
+    return EXIT_OK
+
+
 def cmd_contexts(args: argparse.Namespace) -> int:
     """``contexts list|show NAME|check NAME``."""
     from ledgerlens import contexts
@@ -806,6 +828,7 @@ COMMANDS = {
     "sandbox-local": cmd_sandbox,
     "contexts": cmd_contexts,
     "kafka-audit": cmd_kafka_audit,
+    "warm-up": cmd_warm_up,
 }
 
 

@@ -11,10 +11,12 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO
 
 from pyspark.sql import SparkSession
 
+from ledgerlens import class_archive
 from ledgerlens.console import log4j2_quiet_config, verbose
 
 QUIET_ENV = "LEDGERLENS_QUIET_SPARK"
@@ -31,6 +33,7 @@ def configure(
     shuffle_partitions: int | None = None,
     conf: Mapping[str, str] | None = None,
     quick_compile: bool = False,
+    archive_to: Path | None = None,
 ) -> SparkSession.Builder:
     """Apply ledgerlens' settings to ``builder``.
 
@@ -38,7 +41,9 @@ def configure(
     shuffle partitions are few on local masters (small machines, many small jobs). PySpark's
     DataFrame debugging (Python call sites in error contexts) is off. ``quick_compile``: on a local
     master the JVM compiles with its quick compiler only (``QUICK_COMPILE``), for a run known to be
-    small. ``conf`` (a context's ``spark.conf``) is applied last.
+    small. On a local master the JVM maps the class archive of ``ledgerlens warm-up`` when there is
+    one (``class_archive``), or with ``archive_to`` writes one there as it exits. ``conf`` (a
+    context's ``spark.conf``) is applied last.
     """
     master = master or os.environ.get("LEDGERLENS_SPARK_MASTER") or "local[*]"
     local = master.startswith("local")
@@ -61,6 +66,8 @@ def configure(
             b = b.config("spark.executor.extraJavaOptions", java[0])
     if quick_compile and local:
         java.append(QUICK_COMPILE)
+    if local:
+        java += class_archive.write_options(archive_to) if archive_to else class_archive.read_options()
     if java:
         b = b.config("spark.driver.extraJavaOptions", " ".join(java))
     if local:
@@ -228,6 +235,25 @@ def get_session(master: str | None = None, **kwargs: object) -> SparkSession:
     ``~/.cache/ledgerlens/spark-driver.log`` instead of the console.
     """
     builder = configure(SparkSession.builder, master=master, **kwargs)  # type: ignore[arg-type]
+    try:
+        return _started(builder)
+    except Exception:
+        # a JVM that cannot start with the class archive it was given starts without it (the archive
+        # is removed: ``ledgerlens warm-up`` writes another); any other failure is raised as it was
+        java = builder._options.get("spark.driver.extraJavaOptions", "")  # type: ignore[attr-defined]
+        gone = class_archive.forget(java)
+        if gone is None:
+            raise
+        print(
+            f"ledgerlens: Spark did not start with the class archive {gone}; removed it, starting "
+            "without it (ledgerlens warm-up writes another)",
+            file=sys.stderr,
+        )
+        kept = " ".join(w for w in java.split() if not w.startswith("-XX:SharedArchiveFile="))
+        return _started(builder.config("spark.driver.extraJavaOptions", kept))
+
+
+def _started(builder: SparkSession.Builder) -> SparkSession:
     if not verbose():
         _quiet_gateway(builder)
     return builder.getOrCreate()
