@@ -12,8 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from ledgerlens.class_archive import DISABLE_ENV
 from ledgerlens.errors import SandboxError
 from ledgerlens.sandbox.servers import S3Server, ZooKeeperServer
+
+# the suite starts its JVMs the same way whatever the machine's cache holds (``ledgerlens warm-up``'s
+# class archive); tests/*/test_class_archive*.py turn it on for themselves
+os.environ[DISABLE_ENV] = "off"
 
 _AWS_DUMMY = {
     "AWS_ACCESS_KEY_ID": "ledgerlens-test",
