@@ -45,8 +45,11 @@ def warm_up() -> tuple[Path, int]:
     finally:
         tmp.unlink(missing_ok=True)
     for old in base.parent.glob("spark-classes-*"):
-        if old != path and (old.suffix == ".jsa" or time.time() - old.stat().st_mtime > 3600):
-            old.unlink(missing_ok=True)  # another Java's or Spark's, or a stale temporary file
+        try:  # another Java's or Spark's, or a temporary file an interrupted warm-up left
+            if old != path and (old.suffix == ".jsa" or time.time() - old.stat().st_mtime > 3600):
+                old.unlink()
+        except OSError:
+            pass  # removed meanwhile, or not ours to remove: it is never read either way
     return path, path.stat().st_size
 
 
@@ -63,7 +66,10 @@ def _record(tmp: Path) -> None:
     from ledgerlens.config import AuditConfig
     from ledgerlens.spark import configure, sized_for
 
-    builder = configure(SparkSession.builder, app_name="ledgerlens-warm-up", archive_to=tmp)
+    # local: the archive is of the JVM on this machine (a cluster master's driver maps none)
+    builder = configure(
+        SparkSession.builder, master="local[*]", app_name="ledgerlens-warm-up", archive_to=tmp
+    )
     spark = builder.getOrCreate()
     with tempfile.TemporaryDirectory(prefix="ledgerlens-warm-up-") as work:
         df = spark.range(5000).select(
