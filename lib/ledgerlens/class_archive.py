@@ -27,7 +27,9 @@ import sys
 from pathlib import Path
 
 __all__ = [
+    "CACHE_ENV",
     "DISABLE_ENV",
+    "VERIFY",
     "archive",
     "archive_named",
     "cache_dir",
@@ -44,7 +46,7 @@ CACHE_ENV = "LEDGERLENS_CACHE_DIR"
 """Where the archive is kept; default ``~/.cache/ledgerlens``."""
 
 _MAGIC = (0xF00BABA8).to_bytes(4, sys.byteorder)  # a dynamic archive's header starts so
-_MIN_BYTES = 1 << 20  # a real one is about 170 MiB; a stub of a failed write is smaller
+_MIN_BYTES = 1 << 20  # a real one is about 180 MiB; a stub of a failed write is smaller
 _QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")  # the JVM's archive messages go to stdout
 
 

@@ -232,18 +232,19 @@ def get_session(master: str | None = None, **kwargs: object) -> SparkSession:
 
     Unless verbose (``--verbose``, ``LEDGERLENS_VERBOSE=1``), the JVM logs errors only and its
     start-up banners are dropped; with ``$LEDGERLENS_QUIET_SPARK`` its stderr goes to
-    ``~/.cache/ledgerlens/spark-driver.log`` instead of the console.
+    ``~/.cache/ledgerlens/spark-driver.log`` instead of the console. A JVM that exits before it
+    starts with the class archive of ``ledgerlens warm-up`` starts again without it (removed).
     """
     builder = configure(SparkSession.builder, master=master, **kwargs)  # type: ignore[arg-type]
+    java = builder._options.get("spark.driver.extraJavaOptions", "")  # type: ignore[attr-defined]
     try:
         return _started(builder)
-    except Exception:
-        # a JVM that cannot start with the class archive it was given starts without it (the archive
-        # is removed: ``ledgerlens warm-up`` writes another); any other failure is raised as it was
-        java = builder._options.get("spark.driver.extraJavaOptions", "")  # type: ignore[attr-defined]
-        gone = class_archive.forget(java)
-        if gone is None:
+    except Exception as e:
+        # a JVM that exits before it starts, given the class archive, starts again without it (the
+        # archive is removed: ``ledgerlens warm-up`` writes another); any other failure is raised
+        if "JAVA_GATEWAY_EXITED" not in str(e) or "-XX:SharedArchiveFile=" not in java:
             raise
+        gone = class_archive.forget(java)
         print(
             f"ledgerlens: Spark did not start with the class archive {gone}; removed it, starting "
             "without it (ledgerlens warm-up writes another)",
