@@ -26,13 +26,13 @@ import shutil
 import sys
 from pathlib import Path
 
+from ledgerlens.config import cache_dir
+
 __all__ = [
-    "CACHE_ENV",
     "DISABLE_ENV",
     "VERIFY",
     "archive",
     "archive_named",
-    "cache_dir",
     "forget",
     "read_options",
     "stem",
@@ -42,17 +42,10 @@ __all__ = [
 
 DISABLE_ENV = "LEDGERLENS_CLASS_ARCHIVE"
 """``off``: sessions never read the archive (the benchmarks measure a fresh install so)."""
-CACHE_ENV = "LEDGERLENS_CACHE_DIR"
-"""Where the archive is kept; default ``~/.cache/ledgerlens``."""
 
 _MAGIC = (0xF00BABA8).to_bytes(4, sys.byteorder)  # a dynamic archive's header starts so
 _MIN_BYTES = 1 << 20  # a real one is about 180 MiB; a stub of a failed write is smaller
 _QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")  # the JVM's archive messages go to stdout
-
-
-def cache_dir() -> Path:
-    """``$LEDGERLENS_CACHE_DIR``, else ``~/.cache/ledgerlens``."""
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "ledgerlens")
 
 
 def _java_home() -> Path | None:

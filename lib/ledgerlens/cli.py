@@ -321,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
         "warm-up",
         help="write the Spark JVM's class archive once: later sessions start about 4 s sooner",
         description="Start Spark once and write every class its JVM loads to an archive in "
-        "~/.cache/ledgerlens ($LEDGERLENS_CACHE_DIR), about 180 MiB, in about a minute. Later "
+        "~/.cache/ledgerlens ($LEDGERLENS_CACHE), about 180 MiB, in about a minute. Later "
         "sessions on a local master map it instead of loading those classes one by one. Run it again "
         "after upgrading Java or Spark; $LEDGERLENS_CLASS_ARCHIVE=off ignores the archive.",
     )

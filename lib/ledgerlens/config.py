@@ -77,6 +77,17 @@ class ZooKeeperAuth:
         return out
 
 
+CACHE_ENV = "LEDGERLENS_CACHE"
+"""Where ledgerlens keeps what it fetches or writes once (ZooKeeper and Pulsar jars, the class
+archive of ``ledgerlens warm-up``, the CLI's JVM log); default ``~/.cache/ledgerlens``."""
+
+
+def cache_dir() -> Path:
+    """``$LEDGERLENS_CACHE`` or ``~/.cache/ledgerlens``."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env) if env else Path.home() / ".cache" / "ledgerlens"
+
+
 _JAAS_SECTION = re.compile(r"(?s)\bClient\s*\{(.*?)\}\s*;")
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 

@@ -17,6 +17,7 @@ from typing import IO
 from pyspark.sql import SparkSession
 
 from ledgerlens import class_archive
+from ledgerlens.config import cache_dir
 from ledgerlens.console import log4j2_quiet_config, verbose
 
 QUIET_ENV = "LEDGERLENS_QUIET_SPARK"
@@ -217,8 +218,8 @@ def _quiet_gateway(builder: SparkSession.Builder) -> None:
     for k, v in builder._options.items():  # type: ignore[attr-defined]
         conf.set(k, str(v))
     if os.environ.get(QUIET_ENV):  # the CLI: the JVM's stderr to a file, one line per error on ours
-        log = os.path.join(os.path.expanduser("~"), ".cache", "ledgerlens", "spark-driver.log")
-        os.makedirs(os.path.dirname(log), exist_ok=True)
+        log = cache_dir() / "spark-driver.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as stderr:  # the last run's JVM output
             gateway = launch_gateway(conf, popen_kwargs={"stderr": stderr})
     else:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ledgerlens import class_archive
+from ledgerlens.config import CACHE_ENV
 
 pytestmark = [pytest.mark.integration]
 
@@ -42,7 +43,7 @@ def _session(env: dict[str, str], log: Path) -> tuple[str, str]:
 
 
 def test_warm_up_then_sessions_map_the_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(class_archive.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.delenv(class_archive.DISABLE_ENV, raising=False)
     env = dict(os.environ)
     p = _run([sys.executable, "-m", "ledgerlens.cli", "warm-up"], env, tmp_path, 600)
@@ -95,7 +96,7 @@ def test_a_java_that_does_not_start_leaves_no_archive(tmp_path: Path) -> None:
     (java / "bin").mkdir(parents=True)
     (java / "bin" / "java").write_text("#!/bin/sh\necho 'no such Java' >&2\nexit 1\n")
     (java / "bin" / "java").chmod(0o755)
-    env = {**os.environ, "JAVA_HOME": str(java), class_archive.CACHE_ENV: str(tmp_path / "cache")}
+    env = {**os.environ, "JAVA_HOME": str(java), CACHE_ENV: str(tmp_path / "cache")}
     p = _run([sys.executable, "-m", "ledgerlens.cli", "warm-up"], env, tmp_path, 300)
     assert p.returncode == 2
     err = p.stderr.strip().splitlines()

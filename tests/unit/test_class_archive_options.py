@@ -9,6 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from ledgerlens import class_archive
+from ledgerlens.config import CACHE_ENV
 from ledgerlens.spark import configure
 
 MAGIC = (0xF00BABA8).to_bytes(4, sys.byteorder)
@@ -27,7 +28,7 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (spark / "jars" / "spark-core.jar").write_bytes(b"core")
     monkeypatch.setenv("JAVA_HOME", str(java))
     monkeypatch.setenv("SPARK_HOME", str(spark))
-    monkeypatch.setenv(class_archive.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.delenv(class_archive.DISABLE_ENV, raising=False)
     return tmp_path
 
@@ -84,7 +85,7 @@ def test_turned_off_by_environment(install: Path, monkeypatch: pytest.MonkeyPatc
 def test_a_cache_path_with_white_space_is_not_given_to_spark(
     install: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(class_archive.CACHE_ENV, str(install / "my cache"))
+    monkeypatch.setenv(CACHE_ENV, str(install / "my cache"))
     _archive(MAGIC, 2 << 20)
     assert class_archive.read_options() == []  # Spark splits its Java options at spaces
 

@@ -22,17 +22,12 @@ from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
+from ledgerlens.config import cache_dir
 from ledgerlens.errors import SandboxError
 
 ZOOKEEPER_VERSION = "3.9.3"
 _ZK_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 _S3_MAIN = "moto.server"
-
-
-def cache_dir() -> Path:
-    """``$LEDGERLENS_CACHE`` or ``~/.cache/ledgerlens``."""
-    env = os.environ.get("LEDGERLENS_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "ledgerlens"
 
 
 def free_port() -> int:
