@@ -243,9 +243,9 @@ def get_session(master: str | None = None, **kwargs: object) -> SparkSession:
     except Exception as e:
         # a JVM that exits before it starts, given the class archive, starts again without it (the
         # archive is removed: ``ledgerlens warm-up`` writes another); any other failure is raised
-        if "JAVA_GATEWAY_EXITED" not in str(e) or "-XX:SharedArchiveFile=" not in java:
+        gone = class_archive.forget(java) if "JAVA_GATEWAY_EXITED" in str(e) else None
+        if gone is None:
             raise
-        gone = class_archive.forget(java)
         print(
             f"ledgerlens: Spark did not start with the class archive {gone}; removed it, starting "
             "without it (ledgerlens warm-up writes another)",
