@@ -556,7 +556,7 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
     ledger ids it selected (``rules.join_candidates``), and reads the ledgers of idle cursors from
     those it picked for the retention walk; it finds exactly what a small audit's one whole join
     finds, rows with a null ledger id included (they never match, so each is unmatched in both plans)."""
-    from ledgerlens.audit import rules
+    from ledgerlens.audit import id_filter, rules
 
     rows = {k: list(v) for k, v in main_rows.items()}
     rows["ml_ledgers"] += ledgers("m/ns/persistent/nullid", {"ledger_id": None}, {"ledger_id": 9001})
@@ -597,13 +597,15 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
     by_join = audit(spark, rows, offload_bucket="tier")
     monkeypatch.setattr(rules, "DENSE_IDS", math.inf)  # every range of ids is dense: by slot masks
     by_masks = audit(spark, rows, offload_bucket="tier")
-    assert decided == [False, True]
+    monkeypatch.setattr(id_filter, "MASK_SLOTS", 0)  # chosen ids wider than any bitmap: a semi-join
+    by_wide_masks = audit(spark, rows, offload_bucket="tier")
+    assert decided == [False, True, True]
     # decided on narrow columns, then joined whole for the chosen ids
-    assert restricted == [False, True, True] and picked == [False, True, True]
+    assert restricted == [False, True, True, True] and picked == [False, True, True, True]
     monkeypatch.setattr(rules, "CANDIDATES_BROADCAST_ROWS", -1)  # too many chosen: one whole join
     one_join = audit(spark, rows, offload_bucket="tier")
-    assert restricted == [False, True, True, False]
-    assert by_join == by_masks == one_join == small
+    assert restricted == [False, True, True, True, False]
+    assert by_join == by_masks == by_wide_masks == one_join == small
     two_phase = by_masks
     assert any(f["kind"] == "inactive_cursor" for f in small)
     nulls = [f for f in two_phase if f["kind"] == "missing_ledger" and f["ledger_id"] is None]
@@ -612,14 +614,14 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
 
 
 def test_slot_masks_select_the_ledger_ids_the_join_selects(spark: Any) -> None:
-    """``rules._selected_ids`` (one aggregation by slot of 64 ids, no join) selects exactly the ids
+    """``rules._selected_slots`` (one aggregation by slot of 64 ids, no join) selects exactly the ids
     that the narrow join of the two-phase audit selects, over random rows of both sides: null,
     negative and extreme ids, slot edges, ids on one side, on both, twice, and every condition."""
     import random
 
     from pyspark.sql import types as T
 
-    from ledgerlens.audit import rules
+    from ledgerlens.audit import id_filter, rules
 
     rnd = random.Random(186)
     pool = [None, -(1 << 63), (1 << 63) - 1, -65, -64, -63, -1, 0, 1, 62, 63, 64, 65, 127, 128, 4095, 4096]
@@ -667,8 +669,61 @@ def test_slot_masks_select_the_ledger_ids_the_join_selects(spark: Any) -> None:
     for offload in (False, True):
         joined = rules.join_bookkeeper(bk_df, refs).filter(rules._selected(CFG, offload=offload))
         expected = ids(rules._id_keys(joined))
-        assert len(expected) > 50 and rules._NULL_ID in expected
-        assert ids(rules._selected_ids(bk_df, refs, CFG, offload=offload)) == expected
+        assert len(expected) > 50 and id_filter.NULL_ID in expected
+        slots = rules._selected_slots(bk_df, refs, CFG, offload=offload).toArrow()
+        assert sorted(set(id_filter.ids_of(slots).tolist())) == expected
+
+
+def test_the_bitmap_and_the_semi_join_read_the_rows_of_the_chosen_ids(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``id_filter.from_slots`` keeps exactly the rows whose ledger id was chosen (null ids where the
+    null slot was), as a bitmap and, for ids spread wider than one, as a semi-join: negative and
+    extreme ids, slot edges, and ids whose slot, cast to an int, would wrap into the bitmap."""
+    import random
+
+    import numpy as np
+    import pyarrow as pa
+
+    from ledgerlens.audit import id_filter
+
+    rnd = random.Random(186)
+    edges = [-(1 << 63), (1 << 63) - 1, -65, -64, -63, -1, 0, 1, 3, 62, 63, 64, 65, 127, 128, 4095, 4096]
+    wraps = [(1 << 32 << 6) + 3, ((1 << 32) + 1 << 6) + 1]  # slot 2^32 (+1): int 0 (1) once cast
+    pool = [None, *edges, *wraps, *(rnd.randrange(-3000, 9000) for _ in range(400))]
+    frame = spark.createDataFrame(list(enumerate(pool)), "row long, ledger_id long")
+    small = sorted({i for i in pool if i is not None and -3000 <= i < 9000})
+
+    def slots_of(chosen: set[int], nulls: bool) -> Any:
+        masks: dict[int, int] = {}
+        for i in chosen:
+            masks[i >> 6] = masks.get(i >> 6, 0) | 1 << (i & 63)
+        rows = [(s, m - (1 << 64) if m >= 1 << 63 else m) for s, m in masks.items()]
+        rows += [(None, 1)] if nulls else []
+        return pa.table({"slot": pa.array([r[0] for r in rows], pa.int64()), "chosen": [r[1] for r in rows]})
+
+    cases = [
+        ({0, 1, 3, 63, 64, 127, *rnd.sample(small, 150)}, True),
+        ({-65, -64, -1, 4095, 4096, *rnd.sample(small, 100)}, False),
+        ({-(1 << 63), (1 << 63) - 1, 0}, True),  # wider than the bitmap whatever its size
+        (set(), True),
+        (set(), False),
+    ]
+    for chosen, nulls in cases:
+        slots = slots_of(chosen, nulls)
+        assert set(id_filter.ids_of(slots).tolist()) == (chosen | ({id_filter.NULL_ID} if nulls else set()))
+        expected = sorted(r for r, i in enumerate(pool) if (i is None and nulls) or i in chosen)
+        # the semi-join reads a real id of -2^63 as a null one too (both sides alike: only read more)
+        also = {*expected, *(r for r, i in enumerate(pool) if i == id_filter.NULL_ID and nulls)}
+        for mask_slots in (1 << 22, 0):  # a bitmap where the chosen slots fit; else a semi-join
+            monkeypatch.setattr(id_filter, "MASK_SLOTS", mask_slots)
+            picked = id_filter.from_slots(spark, slots, len(chosen) + nulls)
+            assert picked is not None
+            got = sorted(r["row"] for r in picked(frame).collect())
+            assert got == expected if mask_slots else set(expected) <= set(got) <= also, (chosen, nulls)
+        if chosen:
+            assert id_filter.from_slots(spark, slots, len(chosen) + nulls - 1) is None
+    assert np.array_equal(id_filter.ids_of(slots_of({5}, False)), [5])
 
 
 def _without_probed_rows(

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds, explode_findings, finding, raw_finding
 from ledgerlens.audit.frames import Look, union_all
+from ledgerlens.audit.id_filter import SLOT_BITS, IdFilter, by_ids, from_slots, id_key
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.audit.names import ANY, ml_namespace, topic_to_ml
 from ledgerlens.audit.ownership import is_owned, tenant_of_name
@@ -154,7 +155,7 @@ class ManagedLedgerReferences:
             every = rows.join(per_ml, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left")
             self._all = _walk(every, good, config)
             return
-        walked, count = keep.counted(per_ml.where("eligible AND steps"))
+        walked, count = keep.counted(per_ml.where("eligible AND steps"), measure=False)
         few = count <= WALK_BROADCAST_ROWS  # else both sides shuffled
         if few:
             walked = F.broadcast(walked)
@@ -206,15 +207,15 @@ class ManagedLedgerReferences:
             F.coalesce("pol_retention_mb", F.lit(config.default_retention_mb)).alias("ret_mb"),
         )
 
-    def of(self, only: DataFrame | None = None) -> DataFrame:
-        """The references. ``only`` (ledger ids as ``_id_keys``): at least the references to those
-        ids, the rows not walked read only for them (a semi-join at the scan, where Catalyst would
-        not push one down through the policy join)."""
+    def of(self, only: IdFilter | None = None) -> DataFrame:
+        """The references. ``only`` (of the chosen ledger ids): at least the references to those
+        ids, the rows not walked read only for them (filtered at the scan, where Catalyst would
+        not push a semi-join down through the policy join)."""
         if self._walked is None:
             return self._all
         ml = self._ml_ledgers
         if only is not None:
-            ml = _with_ids(ml, only)
+            ml = only(ml)
         rest = self._rows(ml).join(
             self._names, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left_anti"
         )
@@ -457,17 +458,17 @@ def join_candidates(
 
     Nearly every joined row is a referenced ledger that BookKeeper has and no rule flags. So the ids
     whose rows the rules' row filter reads (``_selected``) are decided first, over
-    ``ml_refs.deciding()``: where ledger ids are dense (``dense_ids``), by ``_selected_ids``, which
-    aggregates each side's few columns by slot of 64 ids and joins nothing; else by a join of those
-    few columns (Catalyst prunes the rest before the shuffle: a tenth of the bytes). The ids
-    selected are kept, and only the rows with those ids (null ids included) are joined whole, both
-    sides filtered by a broadcast semi-join. Every row of such an id is joined exactly as in the one
-    join, so the rules see the same rows. Lazy audits, audits of fewer than ``TWO_PHASE_BYTES`` of
-    BookKeeper ledgers and audits where more than ``CANDIDATES_BROADCAST_ROWS`` ids are selected
-    join once.
+    ``ml_refs.deciding()``: where ledger ids are dense (``dense_ids``), by ``_selected_slots``,
+    which aggregates each side's few columns by slot of 64 ids and joins nothing (its few rows
+    collected: a bitmap of the chosen ids, ``audit.id_filter``); else by a join of those few columns
+    (Catalyst prunes the rest before the shuffle: a tenth of the bytes), its ids kept. Only the rows
+    with those ids (null ids included) are then joined whole, both sides filtered at the scan. Every
+    row of such an id is joined exactly as in the one join, so the rules see the same rows. Lazy
+    audits, audits of fewer than ``TWO_PHASE_BYTES`` of BookKeeper ledgers and audits where more
+    than ``CANDIDATES_BROADCAST_ROWS`` ids are selected join once.
     """
 
-    def references(only: DataFrame | None) -> DataFrame:
+    def references(only: IdFilter | None) -> DataFrame:
         return ml_refs.of(only).unionByName(others, allowMissingColumns=True)
 
     if not keep.enabled or not is_large(bk_ledgers):
@@ -475,26 +476,26 @@ def join_candidates(
     # read by both phases: computed once, the cursors' property maps decoded once (a few rows a cursor)
     others = keep.keep(others, measure=False)
     deciding = ml_refs.deciding().unionByName(others, allowMissingColumns=True)
+    picked: IdFilter | None
     if dense_ids(bk_ledgers):
-        ids = _selected_ids(bk_ledgers, deciding, config, offload=offload)
+        slots = _selected_slots(bk_ledgers, deciding, config, offload=offload)
+        picked = from_slots(bk_ledgers.sparkSession, slots.toArrow(), CANDIDATES_BROADCAST_ROWS)
     else:
-        ids = _id_keys(join_bookkeeper(bk_ledgers, deciding).filter(_selected(config, offload=offload)))
-    ids, count = keep.counted(ids)
-    if count > CANDIDATES_BROADCAST_ROWS:
+        joined = join_bookkeeper(bk_ledgers, deciding).filter(_selected(config, offload=offload))
+        ids, count = keep.counted(_id_keys(joined), measure=False)
+        picked = None if count > CANDIDATES_BROADCAST_ROWS else by_ids(ids)
+    if picked is None:
         return join_bookkeeper(bk_ledgers, references(None))
-    ids = F.broadcast(ids)
-    return join_bookkeeper(_with_ids(bk_ledgers, ids), _with_ids(references(ids), ids))
+    return join_bookkeeper(picked(bk_ledgers), picked(references(picked)))
 
 
-_NULL_ID = -(1 << 63)  # a null ledger id, in the semi-join by id of the two-phase join
-_SLOT_BITS = 6  # ledger ids in slots of 64: one bit of a long each, in ``_selected_ids``
 DENSE_IDS = 16  # ledger ids are dense where BookKeeper's ids fill at least 1/16 of their range
 
 
 def dense_ids(bk_ledgers: DataFrame) -> bool:
     """Whether BookKeeper's ledger ids fill at least ``1/DENSE_IDS`` of the range between the least
     and the greatest (one small job): ledger ids are a counter, so they do unless ledgers from long
-    ago outlive the others by far. Then ``_selected_ids`` has 4 ids or more in a slot on average."""
+    ago outlive the others by far. Then ``_selected_slots`` has 4 ids or more in a slot on average."""
     row = bk_ledgers.agg(
         F.min("ledger_id").alias("lo"), F.max("ledger_id").alias("hi"), F.count("ledger_id").alias("n")
     ).first()
@@ -503,11 +504,12 @@ def dense_ids(bk_ledgers: DataFrame) -> bool:
     return (int(row["hi"]) - int(row["lo"]) + 1) <= int(row["n"]) * DENSE_IDS
 
 
-def _selected_ids(
+def _selected_slots(
     bk_ledgers: DataFrame, references: DataFrame, config: AuditConfig, *, offload: bool
 ) -> DataFrame:
-    """``_id_keys`` of the rows of ``join_bookkeeper(bk_ledgers, references)`` that ``_selected``
-    selects, without the join: one aggregation by slot of 64 ledger ids.
+    """The ledger ids of the rows of ``join_bookkeeper(bk_ledgers, references)`` that ``_selected``
+    selects, without the join: one aggregation by slot of 64 ledger ids, whose rows (``slot``, and
+    ``chosen``: a slot's mask of selected ids) are the slots with a selected id.
 
     Each side's rows set their id's bit in the slot's masks (present, and the one-sided conditions of
     ``_candidate``); the slot's masks then say which of its ids a joined row would select:
@@ -515,7 +517,7 @@ def _selected_ids(
     counter, ``dense_ids``), so a task's rows fill few slots and the aggregation shuffles about a
     slot per 64 ledgers of each task, not a row per ledger as a join does (the 10M benchmark: 1 s
     where the join of ids took 4 s). Null ids match nothing: their rows mark the null slot's bit 0,
-    selected where their own side's condition holds, read back as ``_NULL_ID``.
+    selected where their own side's condition holds.
     """
     lid = F.col("ledger_id")
     bit = F.coalesce(
@@ -528,13 +530,13 @@ def _selected_ids(
     matchable = lid.isNotNull()
     masks = ("present", "unreferenced", "open", "referenced", "absent", "by_ml", "selected")
     bk = _bookkeeper_side(bk_ledgers).select(
-        F.shiftright(lid, _SLOT_BITS).alias("slot"),
+        F.shiftright(lid, SLOT_BITS).alias("slot"),
         mask(matchable).alias("present"),
         mask(_orphan_if_unreferenced(config)).alias("unreferenced"),
         mask(matchable & _open_too_long(config)).alias("open"),
     )
     refs = references.withColumn("bk_present", F.lit(None).cast("boolean")).select(
-        F.shiftright(lid, _SLOT_BITS).alias("slot"),
+        F.shiftright(lid, SLOT_BITS).alias("slot"),
         mask(matchable).alias("referenced"),
         mask(_missing_if_absent()).alias("absent"),
         mask(matchable & _overdue_if_open()).alias("by_ml"),
@@ -553,39 +555,12 @@ def _selected_ids(
         .bitwiseOR(m["open"].bitwiseAND(m["by_ml"]))
         .bitwiseOR(m["selected"])
     )
-    bits = slots.select("slot", chosen.alias("chosen")).where(F.col("chosen") != 0)
-    i = F.col("i")
-    one = F.call_function("shiftright", F.col("chosen"), i.cast("int")).bitwiseAND(1) == 1
-    return (
-        bits.select("slot", "chosen", F.explode(F.sequence(F.lit(0), F.lit(63))).alias("i"))
-        .where(one)
-        .select(
-            F.when(F.col("slot").isNull(), F.lit(_NULL_ID))
-            .otherwise(F.call_function("shiftleft", F.col("slot"), F.lit(_SLOT_BITS)) + i)
-            .alias("c_id")
-        )
-    )
-
-
-def _id_key(ledger_id: Column) -> Column:
-    return F.coalesce(ledger_id, F.lit(_NULL_ID))
+    return slots.select("slot", chosen.alias("chosen")).where(F.col("chosen") != 0)
 
 
 def _id_keys(rows: DataFrame) -> DataFrame:
-    """The ledger ids of ``rows`` as ``_with_ids`` reads them: column ``c_id``, null as ``_NULL_ID``."""
-    return rows.select(_id_key(F.col("ledger_id")).alias("c_id"))
-
-
-def _with_ids(df: DataFrame, ids: DataFrame) -> DataFrame:
-    """The rows of ``df`` whose ledger id is in ``ids`` (``_id_keys``; null ids included).
-
-    Null-safe by one long key (null stands as ``_NULL_ID``), not by ``eqNullSafe``: Spark probes a
-    long key in its long hash map, where a null-safe key is a two-field row built for every row
-    (each side of the second phase read 0.3 to 0.4 s sooner on 2 cores at 10M). A real ledger id
-    equal to ``_NULL_ID`` would only be read as well: both sides filter the same ids alike, so every
-    row of an id is joined as in the one join, and the rules' filter drops what they do not flag.
-    """
-    return df.join(ids, _id_key(F.col("ledger_id")) == F.col("c_id"), "left_semi")
+    """The ledger ids of ``rows`` as ``id_filter.by_ids`` reads them: column ``c_id``."""
+    return rows.select(id_key(F.col("ledger_id")).alias("c_id"))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -884,7 +859,7 @@ def _candidate(config: AuditConfig) -> Column:
     """A joined row some ledger rule may flag: cheap conditions, a superset of ``_ledger_items``'.
 
     Each condition reads one side of the join and whether the other side matched
-    (``_selected_ids`` reads them so, without joining)."""
+    (``_selected_slots`` reads them so, without joining)."""
     ref = F.col("ref_component")
     return (
         (ref.isNull() & _orphan_if_unreferenced(config))
