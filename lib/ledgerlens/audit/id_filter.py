@@ -57,7 +57,10 @@ def ids_of(slots: pa.Table) -> np.ndarray:
 
 def from_slots(spark: SparkSession, slots: pa.Table, limit: int) -> IdFilter | None:
     """The filter of the ids ``slots`` choose (see ``ids_of``); None where more than ``limit`` are
-    chosen (the second phase would read nearly everything: one join is cheaper)."""
+    chosen (the second phase would read nearly everything: one join is cheaper) or more than
+    ``limit`` slots are given (each chooses one id at least)."""
+    if slots.num_rows > limit:
+        return None
     slot, chosen = _valid(slots)
     count = int(np.unpackbits(chosen.astype("<i8").view(np.uint8)).sum())
     nulls = slots.column("slot").null_count > 0

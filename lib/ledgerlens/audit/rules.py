@@ -478,8 +478,10 @@ def join_candidates(
     deciding = ml_refs.deciding().unionByName(others, allowMissingColumns=True)
     picked: IdFilter | None
     if dense_ids(bk_ledgers):
+        # collected (a slot holds one chosen id at least: more slots than the limit, too many ids)
         slots = _selected_slots(bk_ledgers, deciding, config, offload=offload)
-        picked = from_slots(bk_ledgers.sparkSession, slots.toArrow(), CANDIDATES_BROADCAST_ROWS)
+        chosen = slots.limit(CANDIDATES_BROADCAST_ROWS + 1).toArrow()
+        picked = from_slots(bk_ledgers.sparkSession, chosen, CANDIDATES_BROADCAST_ROWS)
     else:
         joined = join_bookkeeper(bk_ledgers, deciding).filter(_selected(config, offload=offload))
         ids, count = keep.counted(_id_keys(joined), measure=False)
