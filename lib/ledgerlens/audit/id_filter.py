@@ -47,12 +47,7 @@ def by_ids(ids: DataFrame) -> IdFilter:
 def ids_of(slots: pa.Table) -> np.ndarray:
     """The chosen ids of ``slots`` (columns ``slot`` and ``chosen``, a slot's mask), a null slot's
     as ``NULL_ID``, in no order."""
-    nulls = slots.column("slot").null_count > 0
-    slot, chosen = _valid(slots)
-    bits = np.unpackbits(chosen.astype("<i8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-    row, bit = np.nonzero(bits)
-    ids = (slot[row] << SLOT_BITS) + bit
-    return np.append(ids, NULL_ID) if nulls else ids
+    return _ids(*_valid(slots))
 
 
 def from_slots(spark: SparkSession, slots: pa.Table, limit: int) -> IdFilter | None:
@@ -61,27 +56,33 @@ def from_slots(spark: SparkSession, slots: pa.Table, limit: int) -> IdFilter | N
     ``limit`` slots are given (each chooses one id at least)."""
     if slots.num_rows > limit:
         return None
-    slot, chosen = _valid(slots)
-    count = int(np.unpackbits(chosen.astype("<i8").view(np.uint8)).sum())
-    nulls = slots.column("slot").null_count > 0
-    if count + nulls > limit:
+    slot, chosen, nulls = _valid(slots)
+    if int(np.bitwise_count(chosen.view(np.uint64)).sum()) + nulls > limit:
         return None
-    if not len(slot):
-        return _bitmap(spark, 0, np.zeros(0, np.int64), nulls)
-    lo = int(slot.min())
-    if int(slot.max()) - lo >= MASK_SLOTS:
-        ids = ids_of(slots)
-        return by_ids(spark.createDataFrame(pa.table({"c_id": pa.array(ids, pa.int64())})))
-    masks = np.zeros(int(slot.max()) - lo + 1, np.int64)
+    lo, hi = (int(slot.min()), int(slot.max())) if len(slot) else (0, -1)
+    if hi - lo >= MASK_SLOTS:
+        ids = pa.array(_ids(slot, chosen, nulls), pa.int64())
+        return by_ids(spark.createDataFrame(pa.table({"c_id": ids})))
+    masks = np.zeros(hi - lo + 1, np.int64)
     masks[slot - lo] = chosen
     return _bitmap(spark, lo, masks, nulls)
 
 
-def _valid(slots: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """(slot, chosen) of the rows of a non-null slot, as int64 arrays."""
+def _valid(slots: pa.Table) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(slot, chosen) of the rows of a non-null slot, as int64 arrays, and whether a null slot is
+    among ``slots`` (null ids chosen)."""
     valid = slots.filter(slots.column("slot").is_valid())
     slot = valid.column("slot").to_numpy().astype(np.int64)
-    return slot, valid.column("chosen").to_numpy().astype(np.int64)
+    nulls = valid.num_rows < slots.num_rows
+    return slot, valid.column("chosen").to_numpy().astype(np.int64), nulls
+
+
+def _ids(slot: np.ndarray, chosen: np.ndarray, nulls: bool) -> np.ndarray:
+    """The ids whose bits are set in ``chosen`` (their slots' masks), and ``NULL_ID`` with ``nulls``."""
+    bits = np.unpackbits(chosen.astype("<i8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    row, bit = np.nonzero(bits)
+    ids = (slot[row] << SLOT_BITS) + bit
+    return np.append(ids, NULL_ID) if nulls else ids
 
 
 def _bitmap(spark: SparkSession, lo: int, masks: np.ndarray, nulls: bool) -> IdFilter:

@@ -65,24 +65,17 @@ class Intermediates:
         joined (its true size plans the join), else only :func:`materialized`."""
         if not self.enabled:
             return df
-        if measure:
-            return self.counted(df)[0]
-        out = materialized(df)
-        self._kept.append((out, False))
+        out = measured(df)[0] if measure else materialized(df)
+        self._kept.append((out, measure))
         return out
 
-    def counted(self, df: DataFrame, *, measure: bool = True) -> tuple[DataFrame, int]:
-        """``df`` kept and its row count; enabled only. :func:`measured` (counted by the job that
-        caches it), or with ``measure=False`` only :func:`materialized`, counted as it is computed
-        (observed: no job of its own; at 10M ledgers two such jobs took 0.9 s)."""
-        if measure:
-            out, rows = measured(df)
-        else:
-            seen = Observation()
-            out = materialized(df.observe(seen, F.count(F.lit(1)).alias("rows")))
-            rows = int(seen.get["rows"])
-        self._kept.append((out, measure))
-        return out, rows
+    def counted(self, df: DataFrame) -> tuple[DataFrame, int]:
+        """``df`` :func:`materialized` and its row count, counted as the rows are computed (observed:
+        no job of its own; at 10M ledgers two such jobs took 0.9 s); enabled only."""
+        seen = Observation()
+        out = materialized(df.observe(seen, F.count(F.lit(1)).alias("rows")))
+        self._kept.append((out, False))
+        return out, int(seen.get["rows"])
 
     def release(self) -> None:
         """Free every kept intermediate."""

@@ -155,7 +155,7 @@ class ManagedLedgerReferences:
             every = rows.join(per_ml, F.col("managed_ledger").eqNullSafe(F.col("w_ml")), "left")
             self._all = _walk(every, good, config)
             return
-        walked, count = keep.counted(per_ml.where("eligible AND steps"), measure=False)
+        walked, count = keep.counted(per_ml.where("eligible AND steps"))
         few = count <= WALK_BROADCAST_ROWS  # else both sides shuffled
         if few:
             walked = F.broadcast(walked)
@@ -484,7 +484,7 @@ def join_candidates(
         picked = from_slots(bk_ledgers.sparkSession, chosen, CANDIDATES_BROADCAST_ROWS)
     else:
         joined = join_bookkeeper(bk_ledgers, deciding).filter(_selected(config, offload=offload))
-        ids, count = keep.counted(_id_keys(joined), measure=False)
+        ids, count = keep.counted(_id_keys(joined))
         picked = None if count > CANDIDATES_BROADCAST_ROWS else by_ids(ids)
     if picked is None:
         return join_bookkeeper(bk_ledgers, references(None))

@@ -257,7 +257,7 @@ def _audit(
     if keep.enabled and adapts(raw.sparkSession):
         # computed once (the owners' join reads it twice) and counted: up to FEW_FINDINGS, their
         # owners' names are sent to the managed ledgers' scan
-        raw, rows = keep.counted(_few_partitions(raw), measure=False)
+        raw, rows = keep.counted(_few_partitions(raw))
         few = rows <= FEW_FINDINGS
     findings = to_findings(with_owners(raw, t["managed_ledgers"], named_only=few))
     findings = suspicious.apply(
