@@ -7,7 +7,9 @@ Generates the inventory with Spark (``spark.range`` + column expressions) as Par
     (``sum(hash(*columns))`` over every column of every table, the honest baseline);
 (b) ``run_audit(...)`` written to Parquet;
 
-the ratio (b)/(a, full read), and peak memory (driver Python RSS and the JVM's RSS, sampled).
+the ratio (b)/(a, full read), peak memory (driver Python RSS and the JVM's RSS, sampled), and on
+Linux where the JVM's CPU went during (a) and (b): its JIT compiler threads, its garbage collector's,
+and the rest (Spark's tasks, query planning, Janino compiling the generated classes).
 
 The JVM compiles as the CLI's would for the generated cluster (``--quick-compile auto``: C1 only up
 to ``spark.QUICK_COMPILE_ZNODES`` znodes, so for 1M ledgers, not for 10M; (f) below too); the full
@@ -462,6 +464,72 @@ class PeakMemory:
         self._t.join()
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(stat: str) -> float:
+    """User + system CPU seconds of a ``/proc/.../stat`` line (the command may hold spaces)."""
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class JvmCpu:
+    """The CPU seconds a JVM has used, read from ``/proc`` (Linux): ``all`` (exited threads included),
+    ``jit`` (its C1 and C2 compiler threads) and ``gc`` (its collector's threads).
+
+    HotSpot names those threads "C1 CompilerThre…", "C2 CompilerThre…", "GC Thread#N", "G1 …", and
+    may stop a compiler thread it no longer needs, taking its time out of ``/proc``: each thread's
+    time is kept as last seen, read every 0.25 s (``start``) and at each ``reading``."""
+
+    def __init__(self, pid: int) -> None:
+        self._base = Path(f"/proc/{pid}")
+        self._seen: dict[str, tuple[str, float]] = {}  # thread id: (role, CPU seconds)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            self.reading()
+
+    def __enter__(self) -> JvmCpu:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join()
+
+    def reading(self) -> dict[str, float] | None:
+        """CPU seconds used so far, by role; None where ``/proc`` does not say."""
+        with self._lock:
+            try:
+                total = _cpu_seconds((self._base / "stat").read_text())
+                for task in (self._base / "task").iterdir():
+                    try:
+                        stat = (task / "stat").read_text()
+                    except OSError:  # exited meanwhile
+                        continue
+                    name = stat[stat.index("(") + 1 : stat.rindex(")")]
+                    if name.startswith(("C1 Compiler", "C2 Compiler")):
+                        self._seen[task.name] = ("jit", _cpu_seconds(stat))
+                    elif name.startswith(("GC Thread", "G1 ")):
+                        self._seen[task.name] = ("gc", _cpu_seconds(stat))
+            except (OSError, ValueError, IndexError):
+                return None
+            out = {"all": total, "jit": 0.0, "gc": 0.0}
+            for role, secs in self._seen.values():
+                out[role] += secs
+            return out
+
+
+def cpu_used(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float] | None:
+    """CPU seconds used between two ``JvmCpu.reading``s."""
+    if before is None or after is None:
+        return None
+    return {k: after[k] - before[k] for k in after}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ledgers", type=int, default=10_000_000)
@@ -507,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    jvm_cpu = JvmCpu(int(spark._jvm.java.lang.ProcessHandle.current().pid()))  # type: ignore[union-attr]
 
     t0 = time.monotonic()
     ensure_inventory(spark, inv, args.ledgers, args.topics, args.reuse)
@@ -526,11 +595,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = AuditConfig(as_of_ms=NOW)
     out = root / "findings"
     figures: dict[str, Any] = {}
-    with PeakMemory() as mem:
+    with PeakMemory() as mem, jvm_cpu:
         t = time.monotonic()
         rows = {n: df.count() for n, df in load().items()}
         figures["a_count"] = time.monotonic() - t
-        t = time.monotonic()
+        cpu0, t = jvm_cpu.reading(), time.monotonic()
         for _name, df in load().items():
             cols = [
                 F.map_entries(f.name) if isinstance(f.dataType, T.MapType) else F.col(f.name)
@@ -538,6 +607,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
             df.select(F.sum(F.hash(*cols).cast("long"))).collect()  # every column decoded
         figures["a_full"] = time.monotonic() - t
+        cpu1 = jvm_cpu.reading()
         # the settings an audit of the audited rows runs with (``spark.sized_for``); of the full-size
         # audit but the partition count, which is this benchmark's own option
         cores = spark.sparkContext.defaultParallelism
@@ -553,6 +623,7 @@ def main(argv: list[str] | None = None) -> int:
             findings.explain(mode="formatted")
         findings.write.mode("overwrite").parquet(str(out))
         figures["b_audit"] = time.monotonic() - t
+        cpu2 = jvm_cpu.reading()
     summary = summarize(spark.read.parquet(str(out)))
     spark.stop()
 
@@ -578,6 +649,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| (b) run_audit written to Parquet | {audit_s:.1f} |")
         print(f"| ratio (b) / (a full read) | {ratio:.2f}x |")
         print(f"| ratio (b) / (a count) | {audit_s / max(figures['a_count'], 1e-9):.2f}x |")
+    read_cpu, audit_cpu = cpu_used(cpu0, cpu1), cpu_used(cpu1, cpu2)
+    step = "(f)" if scale > 1 else "(b)"
+    if read_cpu and audit_cpu:
+        for what, c in (("(a) full read", read_cpu), (step, audit_cpu)):
+            split = f"{c['all']:.1f} / {c['jit']:.1f} / {c['gc']:.1f}"
+            print(f"| JVM CPU seconds during {what}: all / JIT compilers / GC | {split} |")
+        rest = (audit_cpu["all"] - audit_cpu["jit"] - audit_cpu["gc"]) / max(
+            read_cpu["all"] - read_cpu["jit"] - read_cpu["gc"], 1e-9
+        )
+        print(f"| ratio of JVM CPU but JIT and GC, {step} / (a full read) | {rest:.2f}x |")
     print(f"| peak RSS driver (Python) | {mem.driver / gib:.2f} GiB |")
     print(f"| peak RSS JVM | {mem.jvm / gib:.2f} GiB |")
     print()

@@ -114,11 +114,18 @@ def audit_rows(text: str, at: str, size: str, heap: str) -> list[Row]:
     ratio = number(r"^\| ratio \(b\) / \(a full read\) \| ([0-9.]+)x \|", text)
     jvm = number(r"^\| peak RSS JVM \| ([0-9.]+) GiB \|", text)
     secs = number(r"^\| \(b\) run_audit written to Parquet \| ([0-9.]+) \|", text)
+    work = number(r"^\| ratio of JVM CPU but JIT and GC, \(b\) / \(a full read\) \| ([0-9.]+)x \|", text)
+    cpu = r"^\| JVM CPU seconds during {}: all / JIT compilers / GC \| ([0-9.]+) / ([0-9.]+) / "
+    jit = [re.search(cpu.format(w), text, re.MULTILINE) for w in (r"\(a\) full read", r"\(b\)")]
+    share = [100 * float(m.group(2)) / float(m.group(1)) if m and float(m.group(1)) else None for m in jit]
     return [
         Row(f"audit {size}: run_audit / full inventory read (heap {heap})", ratio, "x", "<= 2x",
             None if ratio is None else ratio <= 2.0, at),
         Row(f"audit {size}: run_audit seconds", secs, " s", "(info)", None, at),
         Row(f"audit {size}: peak JVM RSS", jvm, " GiB", "(info)", None, at),
+        Row(f"audit {size}: JVM CPU but JIT and GC, run_audit / full read", work, "x", "(info)", None, at),
+        Row(f"audit {size}: JIT's share of JVM CPU, full read", share[0], "%", "(info)", None, at),
+        Row(f"audit {size}: JIT's share of JVM CPU, run_audit", share[1], "%", "(info)", None, at),
     ]  # fmt: skip
 
 
