@@ -11,6 +11,9 @@ Runs, one after the other in fresh processes (one run, so the ratios share the m
   and ``run_audit`` of the same layout ``FLOOR_SCALE`` times smaller (``--audit-scale``): the
   audit's fixed cost against the same read, which no speed-up proportional to the data removes
   (informational; ``--no-floor`` leaves it out);
+  beside each size, where the JVM's CPU went (``bench_audit.JvmCpu``): the ratio of its CPU but
+  its JIT compilers' and GC's, audit against read, and the compilers' share of it in each
+  (informational);
 
 then prints ``| benchmark | measured | target | met |``, with the load average next to each
 benchmark (the machine may be shared: ratios are measured in the same run, never across runs)::
