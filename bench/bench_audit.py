@@ -42,7 +42,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import psutil
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -435,33 +435,47 @@ def ensure_inventory(spark: SparkSession, inv: Path, ledgers: int, topics: int, 
     print(f"generated in {time.monotonic() - t0:.1f} s", flush=True)
 
 
-class PeakMemory:
-    """Samples the RSS of this process and of its children (the JVM) every 0.25 s."""
+class Sampler:
+    """Calls ``sample`` in a thread of its own every 0.25 s, from the start of a ``with`` to its end."""
 
     def __init__(self) -> None:
-        self.me = psutil.Process(os.getpid())
-        self.driver = 0
-        self.jvm = 0
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.driver = max(self.driver, self.me.memory_info().rss)
-                kids = self.me.children(recursive=True)
-                self.jvm = max(self.jvm, sum(k.memory_info().rss for k in kids if "java" in k.name()))
-            except psutil.Error:
-                pass
-            self._stop.wait(0.25)
+    def sample(self) -> None:
+        raise NotImplementedError
 
-    def __enter__(self) -> PeakMemory:
+    def _run(self) -> None:
+        while True:
+            self.sample()
+            if self._stop.wait(0.25):
+                return
+
+    def __enter__(self) -> Self:
         self._t.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._t.join()
+
+
+class PeakMemory(Sampler):
+    """The peak RSS of this process and of its children (the JVM)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.me = psutil.Process(os.getpid())
+        self.driver = 0
+        self.jvm = 0
+
+    def sample(self) -> None:
+        try:
+            self.driver = max(self.driver, self.me.memory_info().rss)
+            kids = self.me.children(recursive=True)
+            self.jvm = max(self.jvm, sum(k.memory_info().rss for k in kids if "java" in k.name()))
+        except psutil.Error:
+            pass
 
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -473,32 +487,22 @@ def _cpu_seconds(stat: str) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-class JvmCpu:
+class JvmCpu(Sampler):
     """The CPU seconds a JVM has used, read from ``/proc`` (Linux): ``all`` (exited threads included),
     ``jit`` (its C1 and C2 compiler threads) and ``gc`` (its collector's threads).
 
     HotSpot names those threads "C1 CompilerThre…", "C2 CompilerThre…", "GC Thread#N", "G1 …", and
     may stop a compiler thread it no longer needs, taking its time out of ``/proc``: each thread's
-    time is kept as last seen, read every 0.25 s (``start``) and at each ``reading``."""
+    time is kept as last seen, read every 0.25 s (within ``with``) and at each ``reading``."""
 
     def __init__(self, pid: int) -> None:
+        super().__init__()
         self._base = Path(f"/proc/{pid}")
         self._seen: dict[str, tuple[str, float]] = {}  # thread id: (role, CPU seconds)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.wait(0.25):
-            self.reading()
-
-    def __enter__(self) -> JvmCpu:
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._t.join()
+    def sample(self) -> None:
+        self.reading()
 
     def reading(self) -> dict[str, float] | None:
         """CPU seconds used so far, by role; None where ``/proc`` does not say."""
