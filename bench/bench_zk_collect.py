@@ -4,7 +4,9 @@
 (``get_async`` windows, and ZooKeeper 3.6+ ``multiRead`` batches over kazoo's connection; no
 decoding; the best of them counts), (c) the ``bk_ledgers`` stage of ``collect_inventory`` on a
 local Spark (pipelined and decoded, written as Parquet: on the driver up to 20 partitions when Spark
-has at most two task slots, else distributed tasks), (d) the same stage forced into Spark tasks.
+has at most two task slots, else distributed tasks; once cold, then ``--warm-runs`` times warm, the
+best rate counting as for (b): one run takes about a second, and the ratio went from 0.83 to 0.55
+between two ``make bench`` runs of the same code), (d) the same stage forced into Spark tasks.
 Prints ledgers/s and the ratios (c)/(a), (c)/(b) and (d)/(b).
 
 Usage (starts nothing; needs a ZooKeeper)::
@@ -130,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--raw-windows", default="200,1000,4000")
     ap.add_argument("--multi-batches", default="50,100", help="multiRead sizes for (b); '' to skip")
     ap.add_argument("--skip-sequential", action="store_true")
+    ap.add_argument(
+        "--warm-runs",
+        type=int,
+        default=3,
+        help="(c) runs once cold, then this many times warm; the best rate counts, as for (b)",
+    )
     args = ap.parse_args(argv)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -208,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     best = 0.0
     with tempfile.TemporaryDirectory() as out:
-        for run in ("cold", "warm"):
+        for run in ("cold", *["warm"] * max(1, args.warm_runs)):
             inv = collect_inventory(spark, zk, None, out, progress=False)
             assert inv.counts["bk_ledgers"] == n, inv.counts
             rate = n / inv.timings["bk_ledgers"]
