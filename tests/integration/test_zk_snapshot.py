@@ -137,9 +137,14 @@ def test_damaged_files_name_the_file_and_offset(
         f.truncate(size // 2)
     with pytest.raises(DecodeError, match=rf"{os.path.basename(snap)} offset \d+: truncated"):
         list(zkdata.SnapshotReader(snap).nodes())
-    with pytest.raises(LedgerLensError, match="truncated"):
-        ZooKeeperSnapshot(str(copy), ledgers_root=changes["root"], provides=("bk_ledgers",)).prepare()
-    # a flipped byte inside node data: the checksum catches it
+    # with no older snapshot to fall back to (see the test below), it is an error naming the file
+    only = tmp_path / "only"
+    shutil.copytree(copy, only)
+    for _, older in find_files(str(only))[0][:-1]:
+        os.remove(older)
+    with pytest.raises(LedgerLensError, match=rf"{os.path.basename(snap)} offset \d+: truncated"):
+        ZooKeeperSnapshot(str(only), ledgers_root=changes["root"], provides=("bk_ledgers",)).prepare()
+    # a flipped byte inside node data: the checksum catches it, and damage is never skipped over
     shutil.copy(zk_server.data_dir / "version-2" / os.path.basename(snap), snap)
     data = bytearray(Path(snap).read_bytes())
     at = data.find(changes["root"].encode() + b"/n")
@@ -148,6 +153,8 @@ def test_damaged_files_name_the_file_and_offset(
     Path(snap).write_bytes(bytes(data))
     with pytest.raises(DecodeError, match="checksum mismatch.*corrupt"):
         list(zkdata.SnapshotReader(snap).nodes())
+    with pytest.raises(LedgerLensError, match=rf"{os.path.basename(snap)} offset \d+: checksum mismatch"):
+        ZooKeeperSnapshot(str(copy), ledgers_root=changes["root"], provides=("bk_ledgers",)).prepare()
     # wrong magic
     Path(snap).write_bytes(b"XXXX" + bytes(data[4:]))
     with pytest.raises(DecodeError, match=r"offset 0: not a ZooKeeper snapshot"):
@@ -159,6 +166,30 @@ def test_damaged_files_name_the_file_and_offset(
     Path(log).write_bytes(bytes(raw))
     with pytest.raises(DecodeError, match=rf"{os.path.basename(log)} offset 16: .*(checksum|corrupt)"):
         list(zkdata.read_log(log))
+
+
+def test_an_unfinished_newest_snapshot_gives_way_to_the_one_before(
+    zk_server: ZooKeeperServer, changes: dict[str, Any], tmp_path: Path
+) -> None:
+    """ZooKeeper writes a snapshot in place, in the background: in a running server's dataDir the
+    newest file can end early. Like ZooKeeper, the source then rebuilds the tree from the snapshot
+    before it and the logs, and says which file it skipped (plain, gzip and snappy)."""
+    from kazoo.exceptions import NoAuthError
+
+    copy = tmp_path / "data"
+    shutil.copytree(zk_server.data_dir, copy)
+    snaps, _ = find_files(str(copy))
+    snap = snaps[-1][1]
+    with open(snap, "r+b") as f:
+        f.truncate(os.path.getsize(snap) * 2 // 3)
+    src = ZooKeeperSnapshot(str(copy), ledgers_root=changes["root"], provides=("bk_ledgers",))
+    plan = src.prepare()
+    assert plan.snapshot == snaps[-2][1] and plan.last_zxid >= max(snaps[-1][0], changes["last_zxid"])
+    assert plan.skipped.startswith(f"{os.path.basename(snap)}: ended early (ZooKeeper may still be writing")
+    assert src.describe()["skipped_snapshot"] == plan.skipped
+    got = src.reads().get_many(changes["expected"])
+    assert isinstance(got.pop(f"{changes['root']}/n005"), NoAuthError)
+    assert got == {k: v for k, v in changes["expected"].items() if not k.endswith("/n005")}
 
 
 def test_a_past_state_never_holds_a_later_change(

@@ -4,8 +4,10 @@
 ``.snappy``) and replays every transaction log after it (``log.<zxid>``, including the
 preallocated tail of the log a running server is writing), or up to ``until`` (a zxid, ``0x...``
 or decimal, or a time: ISO-8601 or epoch ms). The result is the tree as ZooKeeper itself would
-load it, decoded into the same rows as the live scan (``sources.zookeeper``) for the nodes under
-the BookKeeper ledgers root, ``/managed-ledgers``, ``/schemas`` and ``/admin/policies``.
+load it (a newest snapshot that ends early, as one ZooKeeper is still writing does, gives way to
+the one before it, as in ZooKeeper), decoded into the same rows as the live scan
+(``sources.zookeeper``) for the nodes under the BookKeeper ledgers root, ``/managed-ledgers``,
+``/schemas`` and ``/admin/policies``.
 
 Planning (driver): one pass over the logs keeps the final state of every node they touch under
 those roots (the *overlay*); one pass over the snapshot checks its checksum and cuts the nodes of
@@ -55,6 +57,8 @@ _LEDGER_LEAF = re.compile(r"[0-9]{2,3}(?:/[0-9]+)*/L[0-9]+")  # the common case,
 _CHUNK_NODES = 20_000  # nodes per partition of an uncompressed snapshot (1M ledgers: 50 Spark items)
 _NOAUTH = "NoAuthError (the node's ACL grants world:anyone no read: what the live scan sees)"
 _OPEN_ACL = -1  # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID
+# the problems of a file that ends early (plain, gzip and snappy), not of damaged bytes
+_ENDS_EARLY = re.compile(r"truncated|unreadable: EOFError")
 
 
 def parse_until(text: str) -> tuple[str, int] | None:
@@ -186,6 +190,7 @@ class SnapshotPlan:
     clusters: list[str] = field(default_factory=list)
     present: frozenset[str] = frozenset()  # which of the source's ``probes()`` exist at that point
     newest_change: int = 0  # the highest czxid, mzxid or pzxid of the snapshot's nodes under the roots
+    skipped: str = ""  # the newest snapshot, when it ended early and an older one was the base (why)
 
 
 _PLANS: dict[tuple[Any, ...], SnapshotPlan] = {}
@@ -273,7 +278,7 @@ class ZooKeeperSnapshot(InventorySource):
             if not snaps:
                 raise SourceError(where, f"no snapshot at or before zxid {until[1]:#x}")
         if until is None:  # replaying every log makes a fuzzy snapshot exact, whatever it holds
-            return self._prepare_from(*snaps[-1], logs, None, where)
+            return self._newest_readable(snaps, logs, where)
         # ZooKeeper's snapshots are fuzzy: one named zxid X can hold changes made after X while it was
         # written. Replaying forward corrects them, but a past state must not hold any change after
         # that point: the newest snapshot that holds none is the base.
@@ -287,6 +292,34 @@ class ZooKeeperSnapshot(InventorySource):
             f"every snapshot at or before {self.until} already holds changes made after it (ZooKeeper "
             "writes snapshots while it works): the state at that point cannot be rebuilt from these files",
         )
+
+    def _newest_readable(
+        self, snaps: list[tuple[int, str]], logs: list[tuple[int, str]], where: str
+    ) -> SnapshotPlan:
+        """The plan on the newest snapshot; on the one before it if the newest ends early.
+
+        ZooKeeper writes a snapshot in place, in the background: in a running server's dataDir the
+        newest file can be unfinished. ZooKeeper itself then loads an older snapshot and replays the
+        logs; so does this, but only for the newest file, only when it ends early (a damaged one,
+        a checksum mismatch or a bad record, stays an error), and only when the logs reach its zxid.
+        """
+        zxid, path = snaps[-1]
+        try:
+            return self._prepare_from(zxid, path, logs, None, where)
+        except DecodeError as e:
+            if len(snaps) < 2 or not _ENDS_EARLY.match(e.problem) or not e.where.startswith(path):
+                raise
+            first = e
+        plan = self._prepare_from(*snaps[-2], logs, None, where)
+        name = os.path.basename(path)
+        if plan.last_zxid < zxid:
+            raise SourceError(
+                where,
+                f"{name} ends early ({first.problem}) and the logs after {os.path.basename(plan.snapshot)} "
+                f"stop at {plan.last_zxid:#x}, before its zxid: nothing here holds the tree at that point",
+            ) from first
+        plan.skipped = f"{name}: ended early (ZooKeeper may still be writing it): {first.problem}"
+        return plan
 
     def _prepare_from(
         self,
@@ -464,6 +497,7 @@ class ZooKeeperSnapshot(InventorySource):
             "last_time_ms": p.last_time_ms,
             "until": self.until or None,
             "chroot": self.chroot or None,
+            **({"skipped_snapshot": p.skipped} if p.skipped else {}),
         }
 
     def plan(self, stage: str) -> list[str]:
