@@ -556,6 +556,8 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
     ledger ids it selected (``rules.join_candidates``), and reads the ledgers of idle cursors from
     those it picked for the retention walk; it finds exactly what a small audit's one whole join
     finds, rows with a null ledger id included (they never match, so each is unmatched in both plans)."""
+    from pyspark.sql import functions as F
+
     from ledgerlens.audit import id_filter, rules
 
     rows = {k: list(v) for k, v in main_rows.items()}
@@ -588,8 +590,11 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
     decided: list[bool] = []  # per two-phase audit: decided by slot masks (dense ids), or by a join?
     dense = rules.dense_ids
 
-    def spied_dense(bk_ledgers: Any) -> bool:
-        decided.append(dense(bk_ledgers))
+    def spied_dense(bk_ledgers: Any, id_range: Any = None) -> bool:
+        # the range comes from the facts job (no job of its own), and it is BookKeeper's
+        got = bk_ledgers.agg(F.min("ledger_id"), F.max("ledger_id"), F.count("ledger_id")).first()
+        assert id_range == tuple(got) and id_range[2] > 0, (id_range, got)
+        decided.append(dense(bk_ledgers, id_range))
         return decided[-1]
 
     monkeypatch.setattr(rules, "dense_ids", spied_dense)

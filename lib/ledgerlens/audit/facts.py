@@ -44,6 +44,9 @@ class Facts:
     owned: tuple[str, ...]
     counts: Mapping[str, int] = field(default_factory=dict)
     """Rows found per look (distinct values for a look with a value), by look name."""
+    extents: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
+    """Of each ``table.column`` asked for: its least and greatest value and how many are not null
+    (0, 0, 0 when none is)."""
 
     def has(self, look: str) -> bool:
         """Whether ``look`` found a row (True when it was not counted)."""
@@ -55,10 +58,15 @@ class Facts:
 
 
 def collect_facts(
-    tables: Mapping[str, DataFrame], looks: Sequence[Look], deleted_tenants: Iterable[str] = ()
+    tables: Mapping[str, DataFrame],
+    looks: Sequence[Look],
+    deleted_tenants: Iterable[str] = (),
+    extents: Sequence[tuple[str, str]] = (),
 ) -> Facts:
     """The facts of ``tables`` (the audit's inputs) in one job: ``SPOT`` and ``TENANT`` looks give the
-    blind spots and the owned tenants (with ``deleted_tenants``), every other look its count.
+    blind spots and the owned tenants (with ``deleted_tenants``), every other look its count, and
+    each ``(table, column)`` of ``extents`` (a numeric column of a table in ``tables``) its least and
+    greatest value and count (``Facts.extents``, keyed ``table.column``).
     Looks at a table absent from ``tables`` find nothing; at least one table must be looked at."""
     none = F.lit(None).cast("string")
     by_table: dict[str, list[Look]] = {}
@@ -88,14 +96,20 @@ def collect_facts(
         ).alias(f"n{i}")
         for i, name in enumerate(counted)
     ]
-    row = (
-        union_all(parts)
-        .agg(
-            spots_of(F.collect_set(F.when(k == SPOT, v))).alias("spots"),
-            owned_of(F.collect_set(F.when(k == TENANT, v)), deleted_tenants).alias(OWNED),
-            *numbers,
-        )
-        .collect()[0]
+    facts = union_all(parts).agg(
+        spots_of(F.collect_set(F.when(k == SPOT, v))).alias("spots"),
+        owned_of(F.collect_set(F.when(k == TENANT, v)), deleted_tenants).alias(OWNED),
+        *numbers,
     )
+    for i, (table, column) in enumerate(extents):  # one row each, joined: still one query
+        c = F.col(column)
+        facts = facts.crossJoin(
+            tables[table].agg(F.min(c).alias(f"lo{i}"), F.max(c).alias(f"hi{i}"), F.count(c).alias(f"c{i}"))
+        )
+    row = facts.collect()[0]
     counts = {name: int(row[f"n{i}"]) for i, name in enumerate(counted)}
-    return Facts(tuple(row["spots"] or ()), tuple(row[OWNED] or ()), counts)
+    spans = {
+        f"{table}.{column}": (int(row[f"lo{i}"] or 0), int(row[f"hi{i}"] or 0), int(row[f"c{i}"]))
+        for i, (table, column) in enumerate(extents)
+    }
+    return Facts(tuple(row["spots"] or ()), tuple(row[OWNED] or ()), counts, spans)

@@ -452,9 +452,11 @@ def join_candidates(
     *,
     offload: bool,
     keep: Intermediates,
+    id_range: tuple[int, int, int] | None = None,
 ) -> DataFrame:
     """``join_bookkeeper`` of every reference (``ml_refs`` and the ``others``), and in a large audit
-    only the ledger ids whose rows ``ledger_rules`` reads.
+    only the ledger ids whose rows ``ledger_rules`` reads. ``id_range``: the least and greatest of
+    BookKeeper's ledger ids and their count, when the facts job found them (``BK_IDS``).
 
     Nearly every joined row is a referenced ledger that BookKeeper has and no rule flags. So the ids
     whose rows the rules' row filter reads (``_selected``) are decided first, over
@@ -477,7 +479,7 @@ def join_candidates(
     others = keep.keep(others, measure=False)
     deciding = ml_refs.deciding().unionByName(others, allowMissingColumns=True)
     picked: IdFilter | None
-    if dense_ids(bk_ledgers):
+    if dense_ids(bk_ledgers, id_range):
         # collected (a slot holds one chosen id at least: more slots than the limit, too many ids)
         slots = _selected_slots(bk_ledgers, deciding, config, offload=offload)
         chosen = slots.limit(CANDIDATES_BROADCAST_ROWS + 1).toArrow()
@@ -494,16 +496,21 @@ def join_candidates(
 DENSE_IDS = 16  # ledger ids are dense where BookKeeper's ids fill at least 1/16 of their range
 
 
-def dense_ids(bk_ledgers: DataFrame) -> bool:
+BK_IDS = ("bk_ledgers", "ledger_id")  # the extent the facts job finds for ``dense_ids``
+
+
+def dense_ids(bk_ledgers: DataFrame, ids: tuple[int, int, int] | None = None) -> bool:
     """Whether BookKeeper's ledger ids fill at least ``1/DENSE_IDS`` of the range between the least
-    and the greatest (one small job): ledger ids are a counter, so they do unless ledgers from long
-    ago outlive the others by far. Then ``_selected_slots`` has 4 ids or more in a slot on average."""
-    row = bk_ledgers.agg(
-        F.min("ledger_id").alias("lo"), F.max("ledger_id").alias("hi"), F.count("ledger_id").alias("n")
-    ).first()
-    if row is None or not row["n"]:
-        return False
-    return (int(row["hi"]) - int(row["lo"]) + 1) <= int(row["n"]) * DENSE_IDS
+    and the greatest: ledger ids are a counter, so they do unless ledgers from long ago outlive the
+    others by far. Then ``_selected_slots`` has 4 ids or more in a slot on average. ``ids``: the
+    least, the greatest and the count, as the facts job found them; None: one small job finds them."""
+    if ids is None:
+        row = bk_ledgers.agg(
+            F.min("ledger_id").alias("lo"), F.max("ledger_id").alias("hi"), F.count("ledger_id").alias("n")
+        ).first()
+        ids = (0, 0, 0) if row is None or not row["n"] else (int(row["lo"]), int(row["hi"]), int(row["n"]))
+    lo, hi, n = ids
+    return n > 0 and (hi - lo + 1) <= n * DENSE_IDS
 
 
 def _selected_slots(

@@ -181,7 +181,9 @@ def _facts(
     tables = {**t, **({"offload_objects": objects} if objects is not None else {})}
     if segments is not None:
         tables["offload_segments"] = segments
-    return collect_facts(tables, looks, config.deleted_tenants)
+    # the range of BookKeeper's ledger ids, which the join of a large audit reads (``rules.dense_ids``)
+    extents = [rules.BK_IDS] if rules.is_large(t["bk_ledgers"]) else []
+    return collect_facts(tables, looks, config.deleted_tenants, extents)
 
 
 def _audit(
@@ -217,7 +219,15 @@ def _audit(
     bk = t["bk_ledgers"]
     if collected.has(BUCKET_OWNERS):  # else no bucket ledger to look an owner up for
         bk = with_bucket_owners(bk, t["ml_ledgers"])
-    joined = rules.join_candidates(bk, ml_refs, others, config, offload=objects is not None, keep=keep)
+    joined = rules.join_candidates(
+        bk,
+        ml_refs,
+        others,
+        config,
+        offload=objects is not None,
+        keep=keep,
+        id_range=collected.extents.get(".".join(rules.BK_IDS)),
+    )
     ledger_findings, offloaded = rules.ledger_rules(
         joined, facts, config, offload=objects is not None, keep=keep
     )
