@@ -61,6 +61,16 @@ _OPEN_ACL = -1  # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID
 _ENDS_EARLY = re.compile(r"truncated|unreadable: EOFError")
 
 
+def _ends_early(e: DecodeError, snapshot: str) -> bool:
+    """Whether ``e`` says that ``snapshot`` ends early (as one ZooKeeper is still writing does)."""
+    return e.where.startswith(snapshot) and _ENDS_EARLY.match(e.problem) is not None
+
+
+def _skipped(snapshot: str, e: DecodeError) -> str:
+    """``SnapshotPlan.skipped`` of an unfinished newest ``snapshot``."""
+    return f"{os.path.basename(snapshot)}: ended early (ZooKeeper may still be writing it): {e.problem}"
+
+
 def parse_until(text: str) -> tuple[str, int] | None:
     """``--zk-until``: ``("zxid", n)`` for ``0x...`` or a plain number below 2**40... else ``("time", ms)``.
 
@@ -273,6 +283,7 @@ class ZooKeeperSnapshot(InventorySource):
         where = f"zk-snapshot {self.data_dir}"
         until = parse_until(self.until)
         snaps, logs = find_files(self.data_dir)
+        newest = snaps[-1]
         if until is not None and until[0] == "zxid":
             snaps = [s for s in snaps if s[0] <= until[1]]
             if not snaps:
@@ -282,10 +293,18 @@ class ZooKeeperSnapshot(InventorySource):
         # ZooKeeper's snapshots are fuzzy: one named zxid X can hold changes made after X while it was
         # written. Replaying forward corrects them, but a past state must not hold any change after
         # that point: the newest snapshot that holds none is the base.
-        for snap_zxid, snap_path in reversed(snaps):
-            plan = self._prepare_from(snap_zxid, snap_path, logs, until, where)
+        skipped = ""
+        for i, (snap_zxid, snap_path) in enumerate(reversed(snaps)):
+            try:
+                plan = self._prepare_from(snap_zxid, snap_path, logs, until, where)
+            except DecodeError as e:  # the newest file, unfinished: as without ``until``
+                if (snap_zxid, snap_path) != newest or i + 1 == len(snaps) or not _ends_early(e, snap_path):
+                    raise
+                skipped = _skipped(snap_path, e)
+                continue
             bound = until[1] if until[0] == "zxid" else plan.last_zxid
             if plan.newest_change <= bound:
+                plan.skipped = skipped
                 return plan
         raise SourceError(
             where,
@@ -307,7 +326,7 @@ class ZooKeeperSnapshot(InventorySource):
         try:
             return self._prepare_from(zxid, path, logs, None, where)
         except DecodeError as e:
-            if len(snaps) < 2 or not _ENDS_EARLY.match(e.problem) or not e.where.startswith(path):
+            if len(snaps) < 2 or not _ends_early(e, path):
                 raise
             first = e
         plan = self._prepare_from(*snaps[-2], logs, None, where)
@@ -318,7 +337,7 @@ class ZooKeeperSnapshot(InventorySource):
                 f"{name} ends early ({first.problem}) and the logs after {os.path.basename(plan.snapshot)} "
                 f"stop at {plan.last_zxid:#x}, before its zxid: nothing here holds the tree at that point",
             ) from first
-        plan.skipped = f"{name}: ended early (ZooKeeper may still be writing it): {first.problem}"
+        plan.skipped = _skipped(path, first)
         return plan
 
     def _prepare_from(
