@@ -44,8 +44,8 @@ class Facts:
     owned: tuple[str, ...]
     counts: Mapping[str, int] = field(default_factory=dict)
     """Rows found per look (distinct values for a look with a value), by look name."""
-    extents: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
-    """Of each ``table.column`` asked for: its least and greatest value and how many are not null
+    extents: Mapping[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
+    """Of each ``(table, column)`` asked for: its least and greatest value and how many are not null
     (0, 0, 0 when none is)."""
 
     def has(self, look: str) -> bool:
@@ -66,7 +66,7 @@ def collect_facts(
     """The facts of ``tables`` (the audit's inputs) in one job: ``SPOT`` and ``TENANT`` looks give the
     blind spots and the owned tenants (with ``deleted_tenants``), every other look its count, and
     each ``(table, column)`` of ``extents`` (a numeric column of a table in ``tables``) its least and
-    greatest value and count (``Facts.extents``, keyed ``table.column``).
+    greatest value and count (``Facts.extents``).
     Looks at a table absent from ``tables`` find nothing; at least one table must be looked at."""
     none = F.lit(None).cast("string")
     by_table: dict[str, list[Look]] = {}
@@ -109,7 +109,7 @@ def collect_facts(
     row = facts.collect()[0]
     counts = {name: int(row[f"n{i}"]) for i, name in enumerate(counted)}
     spans = {
-        f"{table}.{column}": (int(row[f"lo{i}"] or 0), int(row[f"hi{i}"] or 0), int(row[f"c{i}"]))
-        for i, (table, column) in enumerate(extents)
+        extent: (int(row[f"lo{i}"] or 0), int(row[f"hi{i}"] or 0), int(row[f"c{i}"]))
+        for i, extent in enumerate(extents)
     }
     return Facts(tuple(row["spots"] or ()), tuple(row[OWNED] or ()), counts, spans)

@@ -226,7 +226,7 @@ def _audit(
         config,
         offload=objects is not None,
         keep=keep,
-        id_range=collected.extents.get(".".join(rules.BK_IDS)),
+        id_range=collected.extents.get(rules.BK_IDS),
     )
     ledger_findings, offloaded = rules.ledger_rules(
         joined, facts, config, offload=objects is not None, keep=keep

@@ -66,11 +66,6 @@ def _ends_early(e: DecodeError, snapshot: str) -> bool:
     return e.where.startswith(snapshot) and _ENDS_EARLY.match(e.problem) is not None
 
 
-def _skipped(snapshot: str, e: DecodeError) -> str:
-    """``SnapshotPlan.skipped`` of an unfinished newest ``snapshot``."""
-    return f"{os.path.basename(snapshot)}: ended early (ZooKeeper may still be writing it): {e.problem}"
-
-
 def parse_until(text: str) -> tuple[str, int] | None:
     """``--zk-until``: ``("zxid", n)`` for ``0x...`` or a plain number below 2**40... else ``("time", ms)``.
 
@@ -288,57 +283,40 @@ class ZooKeeperSnapshot(InventorySource):
             snaps = [s for s in snaps if s[0] <= until[1]]
             if not snaps:
                 raise SourceError(where, f"no snapshot at or before zxid {until[1]:#x}")
-        if until is None:  # replaying every log makes a fuzzy snapshot exact, whatever it holds
-            return self._newest_readable(snaps, logs, where)
-        # ZooKeeper's snapshots are fuzzy: one named zxid X can hold changes made after X while it was
-        # written. Replaying forward corrects them, but a past state must not hold any change after
-        # that point: the newest snapshot that holds none is the base.
-        skipped = ""
+        # The base: without ``until`` the newest snapshot (replaying every log makes a fuzzy snapshot
+        # exact, whatever it holds). With it, the newest that holds no change after that point:
+        # ZooKeeper's snapshots are fuzzy, one named zxid X can hold changes made after X while it was
+        # written, and a past state must not hold any.
+        # ZooKeeper writes a snapshot in place, in the background: in a running server's dataDir the
+        # newest file can be unfinished. Like ZooKeeper, the one before it is then the base, but only
+        # for the newest file, only when it ends early (damage, a checksum mismatch or a bad record,
+        # stays an error) and, for the latest state, only when the logs reach its zxid.
+        early: DecodeError | None = None
         for i, (snap_zxid, snap_path) in enumerate(reversed(snaps)):
             try:
                 plan = self._prepare_from(snap_zxid, snap_path, logs, until, where)
-            except DecodeError as e:  # the newest file, unfinished: as without ``until``
+            except DecodeError as e:
                 if (snap_zxid, snap_path) != newest or i + 1 == len(snaps) or not _ends_early(e, snap_path):
                     raise
-                skipped = _skipped(snap_path, e)
+                early = e
                 continue
-            bound = until[1] if until[0] == "zxid" else plan.last_zxid
-            if plan.newest_change <= bound:
-                plan.skipped = skipped
+            name = os.path.basename(newest[1])
+            if early is not None and until is None and plan.last_zxid < newest[0]:
+                raise SourceError(
+                    where,
+                    f"{name} ends early ({early.problem}) and the logs after {os.path.basename(snap_path)} "
+                    f"stop at {plan.last_zxid:#x}, before its zxid: nothing here holds the tree at that time",
+                ) from early
+            bound = None if until is None else until[1] if until[0] == "zxid" else plan.last_zxid
+            if bound is None or plan.newest_change <= bound:
+                if early is not None:
+                    plan.skipped = f"{name}: ended early (ZooKeeper may still be writing it): {early.problem}"
                 return plan
         raise SourceError(
             where,
             f"every snapshot at or before {self.until} already holds changes made after it (ZooKeeper "
             "writes snapshots while it works): the state at that point cannot be rebuilt from these files",
         )
-
-    def _newest_readable(
-        self, snaps: list[tuple[int, str]], logs: list[tuple[int, str]], where: str
-    ) -> SnapshotPlan:
-        """The plan on the newest snapshot; on the one before it if the newest ends early.
-
-        ZooKeeper writes a snapshot in place, in the background: in a running server's dataDir the
-        newest file can be unfinished. ZooKeeper itself then loads an older snapshot and replays the
-        logs; so does this, but only for the newest file, only when it ends early (a damaged one,
-        a checksum mismatch or a bad record, stays an error), and only when the logs reach its zxid.
-        """
-        zxid, path = snaps[-1]
-        try:
-            return self._prepare_from(zxid, path, logs, None, where)
-        except DecodeError as e:
-            if len(snaps) < 2 or not _ends_early(e, path):
-                raise
-            first = e
-        plan = self._prepare_from(*snaps[-2], logs, None, where)
-        name = os.path.basename(path)
-        if plan.last_zxid < zxid:
-            raise SourceError(
-                where,
-                f"{name} ends early ({first.problem}) and the logs after {os.path.basename(plan.snapshot)} "
-                f"stop at {plan.last_zxid:#x}, before its zxid: nothing here holds the tree at that point",
-            ) from first
-        plan.skipped = _skipped(path, first)
-        return plan
 
     def _prepare_from(
         self,
