@@ -42,9 +42,10 @@ def configure(
     shuffle partitions are few on local masters (small machines, many small jobs). PySpark's
     DataFrame debugging (Python call sites in error contexts) is off. ``quick_compile``: on a local
     master the JVM compiles with its quick compiler only (``QUICK_COMPILE``), for a run known to be
-    small. On a local master the JVM maps the class archive of ``ledgerlens warm-up`` when there is
-    one (``class_archive``), or with ``archive_to`` writes one there as it exits. ``conf`` (a
-    context's ``spark.conf``) is applied last.
+    small; else its slow compiler inlines less (``LEAN_INLINING``). On a local master the JVM maps
+    the class archive of ``ledgerlens warm-up`` when there is one (``class_archive``), or with
+    ``archive_to`` writes one there as it exits. ``conf`` (a context's ``spark.conf``) is applied
+    last.
     """
     master = master or os.environ.get("LEDGERLENS_SPARK_MASTER") or "local[*]"
     local = master.startswith("local")
@@ -67,6 +68,8 @@ def configure(
             b = b.config("spark.executor.extraJavaOptions", java[0])
     if quick_compile and local:
         java.append(QUICK_COMPILE)
+    elif local:
+        java += LEAN_INLINING.split()
     if local:
         java += class_archive.write_options(archive_to) if archive_to else class_archive.read_options()
     if java:
@@ -91,6 +94,17 @@ docs/performance.md): the 93-ledger generated cluster audited end to end in 17.1
 22.0-24.9 s; the 1M-ledger benchmark's ``run_audit`` in 22.3-25.1 s instead of 27.9-28.3 s, its
 full read unchanged; the 10M-ledger one's in 54.1-55.0 s instead of 51.4-52.9 s, its full read
 slower (22 s instead of 16-19 s): long scans repay C2."""
+
+LEAN_INLINING = "-XX:MaxInlineLevel=6 -XX:InlineSmallCode=1000 -XX:FreqInlineSize=100"
+"""Where both compilers run (a local JVM without ``QUICK_COMPILE``), C2 inlines less: calls nested 6
+deep at most (HotSpot's default is 15), and only callees whose compiled code is under 1,000 bytes
+(2,500) or whose bytecode is under 100 bytes when called often (325). C2's time grows with the
+inlined graph, and an audit's CPU went a third to C2 (docs/performance.md, "Where the audit's CPU
+goes"). On 2 cores at 10M ledgers (2026-11-27, interleaved runs, one JVM each): ``run_audit`` took
+36.4 to 39.5 s (mean 37.6 s, seven runs) instead of 41.6 to 44.0 s (mean 42.7 s, four runs), the
+JIT's CPU 19 to 22 s instead of 28 to 31 s; the full read before it was no slower (13.4 to 15.0 s
+against 14.2 to 15.6 s). Inlining less still (3 deep, 500 and 50 bytes) made the tasks slower than
+it saved: 40.3 and 41.7 s."""
 
 QUICK_COMPILE_ZNODES = 3_000_000
 """Up to this many znodes in the metadata stores (ZooKeeper's ``srvr``, read before Spark starts),

@@ -12,7 +12,7 @@ from generated import generated_cluster
 from ledgerlens.config import ZooKeeperSource
 from ledgerlens.preflight import preflight, znode_count, zookeeper_client
 from ledgerlens.sandbox.cluster import default_now_ms
-from ledgerlens.spark import QUICK_COMPILE, QUICK_COMPILE_ZNODES, configure, quick_compile_for
+from ledgerlens.spark import LEAN_INLINING, QUICK_COMPILE, QUICK_COMPILE_ZNODES, configure, quick_compile_for
 
 pytestmark = [pytest.mark.integration]
 
@@ -77,3 +77,19 @@ def test_the_quick_compiler_is_a_local_driver_option_beside_the_quiet_logging() 
     assert QUICK_COMPILE in driver("local[2]", True).split()
     assert QUICK_COMPILE not in driver("local[2]", False)
     assert QUICK_COMPILE not in driver("spark://somewhere:7077", True)  # its executors run the scans
+    # both compilers (a run not known to be small): the slow one inlines less, on a local master only
+    lean = LEAN_INLINING.split()
+    assert set(lean) <= set(driver("local[2]", False).split())
+    assert not set(lean) & set(driver("local[2]", True).split())  # C2 is off: nothing to tune
+    assert not set(lean) & set(driver("spark://somewhere:7077", False).split())
+
+
+def test_the_test_sessions_jvm_inlines_less(spark: Any) -> None:
+    """The options reach the JVM, which takes them (an option it refused would stop it starting)."""
+    jvm = spark.sparkContext._jvm
+    mx = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    )
+    for option in LEAN_INLINING.split():
+        name, value = option.removeprefix("-XX:").split("=")
+        assert mx.getVMOption(name).getValue() == value
