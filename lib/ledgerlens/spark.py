@@ -101,7 +101,7 @@ deep at most (HotSpot's default is 15), and only callees whose compiled code is 
 (2,500) or whose bytecode is under 100 bytes when called often (325). C2's time grows with the
 inlined graph, and an audit's CPU went a third to C2 (docs/performance.md, "Where the audit's CPU
 goes"). On 2 cores at 10M ledgers (2026-11-27, interleaved runs, one JVM each): ``run_audit`` took
-36.4 to 39.5 s (mean 37.6 s, seven runs) instead of 41.6 to 44.0 s (mean 42.7 s, four runs), the
+36.4 to 39.5 s (mean 38.0 s, six runs) instead of 41.6 to 44.0 s (mean 42.9 s, four runs), the
 JIT's CPU 19 to 22 s instead of 28 to 31 s; the full read before it was no slower (13.4 to 15.0 s
 against 14.2 to 15.6 s). Inlining less still (3 deep, 500 and 50 bytes) made the tasks slower than
 it saved: 40.3 and 41.7 s."""
