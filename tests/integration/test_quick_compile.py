@@ -12,7 +12,14 @@ from generated import generated_cluster
 from ledgerlens.config import ZooKeeperSource
 from ledgerlens.preflight import preflight, znode_count, zookeeper_client
 from ledgerlens.sandbox.cluster import default_now_ms
-from ledgerlens.spark import LEAN_INLINING, QUICK_COMPILE, QUICK_COMPILE_ZNODES, configure, quick_compile_for
+from ledgerlens.spark import (
+    LEAN_INLINING,
+    QUICK_COMPILE,
+    QUICK_COMPILE_ZNODES,
+    THROUGHPUT_GC,
+    configure,
+    quick_compile_for,
+)
 
 pytestmark = [pytest.mark.integration]
 
@@ -82,9 +89,13 @@ def test_the_quick_compiler_is_a_local_driver_option_beside_the_quiet_logging() 
     assert set(lean) <= set(driver("local[2]", False).split())
     assert not set(lean) & set(driver("local[2]", True).split())  # C2 is off: nothing to tune
     assert not set(lean) & set(driver("spark://somewhere:7077", False).split())
+    # every local JVM collects for throughput; a cluster's driver is left as its operators set it
+    assert THROUGHPUT_GC in driver("local[2]", False).split()
+    assert THROUGHPUT_GC in driver("local[2]", True).split()
+    assert THROUGHPUT_GC not in driver("spark://somewhere:7077", False)
 
 
-def test_the_test_sessions_jvm_inlines_less(spark: Any) -> None:
+def test_the_test_sessions_jvm_inlines_less_and_collects_for_throughput(spark: Any) -> None:
     """The options reach the JVM, which takes them (an option it refused would stop it starting)."""
     jvm = spark.sparkContext._jvm
     mx = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
@@ -93,3 +104,4 @@ def test_the_test_sessions_jvm_inlines_less(spark: Any) -> None:
     for option in LEAN_INLINING.split():
         name, value = option.removeprefix("-XX:").split("=")
         assert mx.getVMOption(name).getValue() == value
+    assert mx.getVMOption(THROUGHPUT_GC.removeprefix("-XX:+")).getValue() == "true"
