@@ -67,7 +67,7 @@ def configure(
         if local:
             b = b.config("spark.executor.extraJavaOptions", java[0])
     if local:
-        java += [QUICK_COMPILE] if quick_compile else LEAN_INLINING.split()
+        java += [QUICK_COMPILE] if quick_compile else list(LEAN_INLINING)
         java.append(THROUGHPUT_GC)
         java += class_archive.write_options(archive_to) if archive_to else class_archive.read_options()
     if java:
@@ -93,7 +93,7 @@ docs/performance.md): the 93-ledger generated cluster audited end to end in 17.1
 full read unchanged; the 10M-ledger one's in 54.1-55.0 s instead of 51.4-52.9 s, its full read
 slower (22 s instead of 16-19 s): long scans repay C2."""
 
-LEAN_INLINING = "-XX:MaxInlineLevel=6 -XX:InlineSmallCode=1000 -XX:FreqInlineSize=100"
+LEAN_INLINING = ("-XX:MaxInlineLevel=6", "-XX:InlineSmallCode=1000", "-XX:FreqInlineSize=100")
 """Where both compilers run (a local JVM without ``QUICK_COMPILE``), C2 inlines less: calls nested 6
 deep at most (HotSpot's default is 15), and only callees whose compiled code is under 1,000 bytes
 (2,500) or whose bytecode is under 100 bytes when called often (325). C2's time grows with the

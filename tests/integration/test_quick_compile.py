@@ -85,10 +85,10 @@ def test_the_quick_compiler_is_a_local_driver_option_beside_the_quiet_logging() 
     assert QUICK_COMPILE not in driver("local[2]", False)
     assert QUICK_COMPILE not in driver("spark://somewhere:7077", True)  # its executors run the scans
     # both compilers (a run not known to be small): the slow one inlines less, on a local master only
-    lean = LEAN_INLINING.split()
-    assert set(lean) <= set(driver("local[2]", False).split())
-    assert not set(lean) & set(driver("local[2]", True).split())  # C2 is off: nothing to tune
-    assert not set(lean) & set(driver("spark://somewhere:7077", False).split())
+    lean = set(LEAN_INLINING)
+    assert lean <= set(driver("local[2]", False).split())
+    assert not lean & set(driver("local[2]", True).split())  # C2 is off: nothing to tune
+    assert not lean & set(driver("spark://somewhere:7077", False).split())
     # every local JVM collects for throughput; a cluster's driver is left as its operators set it
     assert THROUGHPUT_GC in driver("local[2]", False).split()
     assert THROUGHPUT_GC in driver("local[2]", True).split()
@@ -101,7 +101,7 @@ def test_the_test_sessions_jvm_inlines_less_and_collects_for_throughput(spark: A
     mx = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
         jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
     )
-    for option in LEAN_INLINING.split():
+    for option in LEAN_INLINING:
         name, value = option.removeprefix("-XX:").split("=")
         assert mx.getVMOption(name).getValue() == value
     assert mx.getVMOption(THROUGHPUT_GC.removeprefix("-XX:+")).getValue() == "true"

@@ -292,6 +292,7 @@ class ZooKeeperSnapshot(InventorySource):
         # for the newest file, only when it ends early (damage, a checksum mismatch or a bad record,
         # stays an error) and, for the latest state, only when the logs reach its zxid.
         early: DecodeError | None = None
+        name = os.path.basename(newest[1])
         for i, (snap_zxid, snap_path) in enumerate(reversed(snaps)):
             try:
                 plan = self._prepare_from(snap_zxid, snap_path, logs, until, where)
@@ -300,15 +301,14 @@ class ZooKeeperSnapshot(InventorySource):
                     raise
                 early = e
                 continue
-            name = os.path.basename(newest[1])
             if early is not None and until is None and plan.last_zxid < newest[0]:
                 raise SourceError(
                     where,
                     f"{name} ends early ({early.problem}) and the logs after {os.path.basename(snap_path)} "
                     f"stop at {plan.last_zxid:#x}, before its zxid: nothing here holds the tree at that time",
                 ) from early
-            bound = None if until is None else until[1] if until[0] == "zxid" else plan.last_zxid
-            if bound is None or plan.newest_change <= bound:
+            # with ``until``, no change after its zxid, or after the last the logs replay up to its time
+            if until is None or plan.newest_change <= (until[1] if until[0] == "zxid" else plan.last_zxid):
                 if early is not None:
                     plan.skipped = f"{name}: ended early (ZooKeeper may still be writing it): {early.problem}"
                 return plan
