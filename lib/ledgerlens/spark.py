@@ -42,7 +42,8 @@ def configure(
     shuffle partitions are few on local masters (small machines, many small jobs). PySpark's
     DataFrame debugging (Python call sites in error contexts) is off. ``quick_compile``: on a local
     master the JVM compiles with its quick compiler only (``QUICK_COMPILE``), for a run known to be
-    small; else its slow compiler inlines less (``LEAN_INLINING``). A local JVM collects garbage with
+    small; else its slow compiler inlines less (``LEAN_INLINING``) and leaves Janino to the quick one
+    (``janino_quickly``). A local JVM collects garbage with
     the throughput collector (``THROUGHPUT_GC``), and maps the class archive of ``ledgerlens
     warm-up`` when there is one (``class_archive``), or with ``archive_to`` writes one there as it
     exits. ``conf`` (a context's ``spark.conf``) is applied last.
@@ -67,7 +68,7 @@ def configure(
         if local:
             b = b.config("spark.executor.extraJavaOptions", java[0])
     if local:
-        java += [QUICK_COMPILE] if quick_compile else list(LEAN_INLINING)
+        java += [QUICK_COMPILE] if quick_compile else [*LEAN_INLINING, *janino_quickly()]
         java.append(THROUGHPUT_GC)
         java += class_archive.write_options(archive_to) if archive_to else class_archive.read_options()
     if java:
@@ -103,6 +104,25 @@ goes"). On 2 cores at 10M ledgers (2026-11-27, interleaved runs, one JVM each): 
 JIT's CPU 19 to 22 s instead of 28 to 31 s; the full read before it was no slower (13.4 to 15.0 s
 against 14.2 to 15.6 s). Inlining less still (3 deep, 500 and 50 bytes) made the tasks slower than
 it saved: 40.3 and 41.7 s."""
+
+
+def janino_quickly() -> list[str]:
+    """JVM options under which only C1 compiles Janino, the compiler of Spark's generated classes
+    (HotSpot compiler directives, ``jit-directives.json``); nothing where the file's path would not
+    survive Spark's splitting of the options at spaces. HotSpot announces the directives on its
+    standard output ("1 compiler directives added"), the console's: its own diagnostic output is
+    off (``-XX:-DisplayVMOutput``; warnings, errors and crash reports are not that output).
+
+    Janino runs once per generated class, about two hundred an audit: C2's work on its large methods
+    takes CPU from the tasks and repays little. On 2 cores at 10M ledgers (2026-11-27, interleaved
+    runs, one JVM each, with ``LEAN_INLINING`` and ``THROUGHPUT_GC``): ``run_audit`` took 29.0 to 32.6
+    s (mean 31.0 s, six runs) instead of 29.8 to 34.9 s (mean 32.4 s), the JIT's CPU 14.9 to 16.5 s
+    instead of 16.9 to 19.7 s (docs/performance.md, "Janino left to the quick compiler")."""
+    path = str(Path(__file__).with_name("jit-directives.json"))
+    if any(c.isspace() for c in path):
+        return []
+    return ["-XX:+UnlockDiagnosticVMOptions", "-XX:-DisplayVMOutput", f"-XX:CompilerDirectivesFile={path}"]
+
 
 THROUGHPUT_GC = "-XX:+UseParallelGC"
 """A local JVM's garbage collector: the throughput collector instead of G1, Java 17's default. G1

@@ -18,6 +18,7 @@ from ledgerlens.spark import (
     QUICK_COMPILE_ZNODES,
     THROUGHPUT_GC,
     configure,
+    janino_quickly,
     quick_compile_for,
 )
 
@@ -89,6 +90,11 @@ def test_the_quick_compiler_is_a_local_driver_option_beside_the_quiet_logging() 
     assert lean <= set(driver("local[2]", False).split())
     assert not lean & set(driver("local[2]", True).split())  # C2 is off: nothing to tune
     assert not lean & set(driver("spark://somewhere:7077", False).split())
+    # and leaves Janino to the quick compiler, where there is a slow one
+    janino = set(janino_quickly())
+    assert janino and janino <= set(driver("local[2]", False).split())
+    assert not janino & set(driver("local[2]", True).split())
+    assert not janino & set(driver("spark://somewhere:7077", False).split())
     # every local JVM collects for throughput; a cluster's driver is left as its operators set it
     assert THROUGHPUT_GC in driver("local[2]", False).split()
     assert THROUGHPUT_GC in driver("local[2]", True).split()
@@ -105,3 +111,20 @@ def test_the_test_sessions_jvm_inlines_less_and_collects_for_throughput(spark: A
         name, value = option.removeprefix("-XX:").split("=")
         assert mx.getVMOption(name).getValue() == value
     assert mx.getVMOption(THROUGHPUT_GC.removeprefix("-XX:+")).getValue() == "true"
+
+
+def test_the_test_sessions_jvm_leaves_janino_to_the_quick_compiler_silently(spark: Any) -> None:
+    """The JVM holds the directive that keeps C2 off Janino (as ``jcmd`` reads its directives), and
+    a JVM started with those options says nothing of them on its console."""
+    import subprocess
+
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    ask = ["jcmd", str(pid), "Compiler.directives_print"]
+    printed = subprocess.run(ask, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "org/codehaus/janino/" in printed and "c2" in printed, printed
+    java = subprocess.run(["java", *janino_quickly(), "-version"], capture_output=True, text=True, timeout=60)
+    assert java.returncode == 0 and "directive" not in java.stdout + java.stderr, java
+    # the same options with the VM's own output on: the announcement this one keeps off the console
+    loud = [o for o in janino_quickly() if o != "-XX:-DisplayVMOutput"]
+    said = subprocess.run(["java", *loud, "-version"], capture_output=True, text=True, timeout=60)
+    assert said.returncode == 0 and "compiler directives added" in said.stdout, said
