@@ -43,10 +43,10 @@ def configure(
     DataFrame debugging (Python call sites in error contexts) is off. ``quick_compile``: on a local
     master the JVM compiles with its quick compiler only (``QUICK_COMPILE``), for a run known to be
     small; else its slow compiler inlines less (``LEAN_INLINING``) and leaves Janino to the quick one
-    (``janino_quickly``). A local JVM collects garbage with
-    the throughput collector (``THROUGHPUT_GC``), and maps the class archive of ``ledgerlens
-    warm-up`` when there is one (``class_archive``), or with ``archive_to`` writes one there as it
-    exits. ``conf`` (a context's ``spark.conf``) is applied last.
+    (``janino_quickly``). A local JVM collects garbage with the throughput collector
+    (``THROUGHPUT_GC``), and maps the class archive of ``ledgerlens warm-up`` when there is one
+    (``class_archive``), or with ``archive_to`` writes one there as it exits. ``conf`` (a context's
+    ``spark.conf``) is applied last.
     """
     master = master or os.environ.get("LEDGERLENS_SPARK_MASTER") or "local[*]"
     local = master.startswith("local")
