@@ -42,8 +42,8 @@ def configure(
     shuffle partitions are few on local masters (small machines, many small jobs). PySpark's
     DataFrame debugging (Python call sites in error contexts) is off. ``quick_compile``: on a local
     master the JVM compiles with its quick compiler only (``QUICK_COMPILE``), for a run known to be
-    small; else its slow compiler inlines less (``LEAN_INLINING``) and leaves Janino to the quick one
-    (``janino_quickly``). A local JVM collects garbage with the throughput collector
+    small; else its slow compiler inlines less (``LEAN_INLINING``) and leaves Janino, ASM and ANTLR
+    to the quick one (``quick_compiled_tools``). A local JVM collects garbage with the throughput collector
     (``THROUGHPUT_GC``), and maps the class archive of ``ledgerlens warm-up`` when there is one
     (``class_archive``), or with ``archive_to`` writes one there as it exits. ``conf`` (a context's
     ``spark.conf``) is applied last.
@@ -68,7 +68,7 @@ def configure(
         if local:
             b = b.config("spark.executor.extraJavaOptions", java[0])
     if local:
-        java += [QUICK_COMPILE] if quick_compile else [*LEAN_INLINING, *janino_quickly()]
+        java += [QUICK_COMPILE] if quick_compile else [*LEAN_INLINING, *quick_compiled_tools()]
         java.append(THROUGHPUT_GC)
         java += class_archive.write_options(archive_to) if archive_to else class_archive.read_options()
     if java:
@@ -106,13 +106,13 @@ against 14.2 to 15.6 s). Inlining less still (3 deep, 500 and 50 bytes) made the
 it saved: 40.3 and 41.7 s."""
 
 
-def janino_quickly() -> list[str]:
-    """JVM options under which only C1 compiles Janino, the compiler of Spark's generated classes,
-    and the other code Spark runs once per plan or closure: ASM (its closure cleaner) and ANTLR (its
-    SQL parser) (HotSpot compiler directives, ``jit-directives.json``); nothing where the file's path
-    would not survive Spark's splitting of the options at spaces. HotSpot announces the directives on its
-    standard output ("1 compiler directives added"), the console's: its own diagnostic output is
-    off (``-XX:-DisplayVMOutput``; warnings, errors and crash reports are not that output).
+def quick_compiled_tools() -> list[str]:
+    """JVM options under which only C1 compiles the tools Spark runs once per plan or closure:
+    Janino (the compiler of Spark's generated classes), ASM (its closure cleaner) and ANTLR (its SQL
+    parser), by HotSpot compiler directives (``jit-directives.json``). Nothing where the file's path
+    would not survive Spark's splitting of the options at spaces. HotSpot announces the directives
+    on its standard output ("1 compiler directives added"), the console's: its own diagnostic output
+    is off (``-XX:-DisplayVMOutput``; warnings, errors and crash reports are not that output).
 
     Janino runs once per generated class, about two hundred an audit: C2's work on its large methods
     takes CPU from the tasks and repays little. On 2 cores at 10M ledgers (2026-11-27, interleaved

@@ -18,8 +18,8 @@ from ledgerlens.spark import (
     QUICK_COMPILE_ZNODES,
     THROUGHPUT_GC,
     configure,
-    janino_quickly,
     quick_compile_for,
+    quick_compiled_tools,
 )
 
 pytestmark = [pytest.mark.integration]
@@ -90,11 +90,11 @@ def test_the_quick_compiler_is_a_local_driver_option_beside_the_quiet_logging() 
     assert lean <= set(driver("local[2]", False).split())
     assert not lean & set(driver("local[2]", True).split())  # C2 is off: nothing to tune
     assert not lean & set(driver("spark://somewhere:7077", False).split())
-    # and leaves Janino to the quick compiler, where there is a slow one
-    janino = set(janino_quickly())
-    assert janino and janino <= set(driver("local[2]", False).split())
-    assert not janino & set(driver("local[2]", True).split())
-    assert not janino & set(driver("spark://somewhere:7077", False).split())
+    # and leaves Janino, ASM and ANTLR to the quick compiler, where there is a slow one
+    tools = set(quick_compiled_tools())
+    assert tools and tools <= set(driver("local[2]", False).split())
+    assert not tools & set(driver("local[2]", True).split())
+    assert not tools & set(driver("spark://somewhere:7077", False).split())
     # every local JVM collects for throughput; a cluster's driver is left as its operators set it
     assert THROUGHPUT_GC in driver("local[2]", False).split()
     assert THROUGHPUT_GC in driver("local[2]", True).split()
@@ -113,20 +113,27 @@ def test_the_test_sessions_jvm_inlines_less_and_collects_for_throughput(spark: A
     assert mx.getVMOption(THROUGHPUT_GC.removeprefix("-XX:+")).getValue() == "true"
 
 
-def test_the_test_sessions_jvm_leaves_janino_to_the_quick_compiler_silently(spark: Any) -> None:
-    """The JVM holds the directive that keeps C2 off Janino (as ``jcmd`` reads its directives), and
-    a JVM started with those options says nothing of them on its console."""
+def test_the_test_sessions_jvm_leaves_the_tools_to_the_quick_compiler_silently(spark: Any) -> None:
+    """The JVM holds a directive that keeps C2, and only C2, off Janino, ASM and ANTLR (as ``jcmd``
+    prints its directives), and a JVM started with those options says nothing of them on its console."""
+    import re
     import subprocess
 
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     ask = ["jcmd", str(pid), "Compiler.directives_print"]
     printed = subprocess.run(ask, capture_output=True, text=True, timeout=60, check=True).stdout
+    # each directive: its "matching:" patterns, then its C1 and its C2 settings
+    blocks = [re.split(r"c[12] directives:", d) for d in printed.split("Directive:")[1:]]
+    ours = [b for b in blocks if "org/codehaus/janino/" in b[0]]
+    assert len(ours) == 1 and len(ours[0]) == 3, printed
+    matching, c1, c2 = ours[0]
     for package in ("org/codehaus/janino/", "org/apache/xbean/asm9/", "org/antlr/"):
-        assert package in printed, printed
-    assert "c2" in printed, printed
-    java = subprocess.run(["java", *janino_quickly(), "-version"], capture_output=True, text=True, timeout=60)
+        assert package in matching, printed
+    assert " Exclude:true " in c2 and " Exclude:true " not in c1, printed
+    options = ["java", *quick_compiled_tools(), "-version"]
+    java = subprocess.run(options, capture_output=True, text=True, timeout=60)
     assert java.returncode == 0 and "directive" not in java.stdout + java.stderr, java
     # the same options with the VM's own output on: the announcement this one keeps off the console
-    loud = [o for o in janino_quickly() if o != "-XX:-DisplayVMOutput"]
+    loud = [o for o in quick_compiled_tools() if o != "-XX:-DisplayVMOutput"]
     said = subprocess.run(["java", *loud, "-version"], capture_output=True, text=True, timeout=60)
     assert said.returncode == 0 and "compiler directives added" in said.stdout, said
