@@ -94,20 +94,29 @@ def _published(out: Path) -> list[dict[str, Any]]:
 )
 def test_interrupted_run_ends_in_one_line_and_leaves_nothing(planted, tmp_path, sig, code, word) -> None:  # type: ignore[no-untyped-def]
     _truth, args = planted
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "summary.json").write_text('{"previous": true}\n')
-    proc = _start(["audit", *args, "--out", str(out)])
-    deadline = time.monotonic() + 300
-    while not list(out.glob(".ledgerlens-staging-*/inventory")):  # Spark is writing the inventory
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never reached the collection"
-        time.sleep(0.2)
-    os.killpg(proc.pid, sig)
-    t0 = time.monotonic()
-    stdout, stderr = proc.communicate(timeout=120)
-    assert time.monotonic() - t0 < 60
-    assert proc.returncode == code, stderr
+    for attempt in range(3):
+        out = tmp_path / f"out{attempt}"
+        out.mkdir()
+        (out / "summary.json").write_text('{"previous": true}\n')
+        proc = _start(["audit", *args, "--out", str(out)])
+        deadline = time.monotonic() + 300
+        while not list(out.glob(".ledgerlens-staging-*/inventory")):  # Spark is writing the inventory
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never reached the collection"
+            time.sleep(0.2)
+        os.killpg(proc.pid, sig)
+        sent_ns = time.time_ns()
+        t0 = time.monotonic()
+        stdout, stderr = proc.communicate(timeout=120)
+        assert time.monotonic() - t0 < 60
+        manifest = out / ".ledgerlens-manifest.json"
+        if proc.returncode == 0 and manifest.exists() and manifest.stat().st_mtime_ns < sent_ns - 10**8:
+            # this test was descheduled between seeing the staged inventory and signalling (a busy
+            # machine): the run had published and ended by then. Not what is tested: once more.
+            continue
+        break
+    published_ms = (manifest.stat().st_mtime_ns - sent_ns) // 10**6 if manifest.exists() else None
+    assert proc.returncode == code, (attempt, stderr, f"published {published_ms} ms after the signal")
     assert stderr == f"ledgerlens audit: {word}\n" and stdout == ""
     time.sleep(2)
     assert _group_alive(proc.pid) == []  # no Spark JVM, no Python worker left
