@@ -99,11 +99,13 @@ def test_interrupted_run_ends_in_one_line_and_leaves_nothing(planted, tmp_path, 
         out.mkdir()
         (out / "summary.json").write_text('{"previous": true}\n')
         proc = _start(["audit", *args, "--out", str(out)])
-        deadline = time.monotonic() + 300
+        started = time.monotonic()
+        deadline = started + 300
         while not list(out.glob(".ledgerlens-staging-*/inventory")):  # Spark is writing the inventory
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the run never reached the collection"
             time.sleep(0.2)
+        seen = time.monotonic()
         os.killpg(proc.pid, sig)
         sent_ns = time.time_ns()
         t0 = time.monotonic()
@@ -116,7 +118,16 @@ def test_interrupted_run_ends_in_one_line_and_leaves_nothing(planted, tmp_path, 
             continue
         break
     published_ms = (manifest.stat().st_mtime_ns - sent_ns) // 10**6 if manifest.exists() else None
-    assert proc.returncode == code, (attempt, stderr, f"published {published_ms} ms after the signal")
+    timing = (
+        f"staged inventory seen {seen - started:.1f} s after the start, signalled {t0 - seen:.2f} s later"
+    )
+    assert proc.returncode == code, (
+        attempt,
+        stdout,
+        stderr,
+        timing,
+        f"published {published_ms} ms after the signal",
+    )
     assert stderr == f"ledgerlens audit: {word}\n" and stdout == ""
     time.sleep(2)
     assert _group_alive(proc.pid) == []  # no Spark JVM, no Python worker left
