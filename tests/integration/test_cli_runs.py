@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from generated import generated_cluster
+from ledgerlens.outdir import MANIFEST_NAME
 from ledgerlens.sandbox.cluster import GroundTruth, default_now_ms
 from ledgerlens.schemas import FINDING_KEYS
 
@@ -111,7 +112,7 @@ def test_interrupted_run_ends_in_one_line_and_leaves_nothing(planted, tmp_path, 
         t0 = time.monotonic()
         stdout, stderr = proc.communicate(timeout=120)
         assert time.monotonic() - t0 < 60
-        manifest = out / ".ledgerlens-manifest.json"
+        manifest = out / MANIFEST_NAME
         if proc.returncode == 0 and manifest.exists() and manifest.stat().st_mtime_ns < sent_ns - 10**8:
             # the signal left after the run had published and ended (this test was late to send it,
             # as once on a busy CI machine): not what is tested, so once more. A run that ignored
