@@ -29,6 +29,7 @@ from typing import Any
 from ledgerlens.config import S3Source, ZooKeeperSource
 from ledgerlens.errors import LedgerLensError, SourceError
 from ledgerlens.formats import managed_ledger as mlf
+from ledgerlens.formats import references as refs
 from ledgerlens.formats.names import encode_component, parse_managed_ledger, topic_to_managed_ledger
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.paths import ledger_path
@@ -104,17 +105,16 @@ def _owner_path(row: dict[str, Any], zk: Store) -> tuple[str, str] | None:
 
 
 def _references(kind: str, data: bytes, path: str) -> set[int]:
-    """Ledger ids a node references, by the role of that node."""
+    """Ledger ids a node references in the role it has for the finding
+    (``ledgerlens.formats.references``)."""
     if kind == "managed-ledger":
-        return {li.ledger_id for li in mlf.decode_managed_ledger(data, path=path).ledgers}
-    if kind == "schema":
-        return set(decode_schema_locator(data, path=path).ledger_ids)
-    cur = mlf.decode_cursor(data, path=path)
-    if kind == "cursor":
-        return {cur.cursors_ledger_id}
-    if kind == "compaction":
-        return {cur.compacted_ledger_id} if cur.compacted_ledger_id is not None else set()
-    return set(cur.delayed_bucket_ledgers.values())  # bucket
+        found = refs.managed_ledger_references(mlf.decode_managed_ledger(data, path=path))
+    elif kind == "schema":
+        found = refs.schema_references(decode_schema_locator(data, path=path))
+    else:
+        role = {"cursor": "cursor", "compaction": "compacted-ledger"}.get(kind, "delayed-index-bucket")
+        found = (r for r in refs.cursor_references(mlf.decode_cursor(data, path=path)) if r.component == role)
+    return {r.ledger_id for r in found}
 
 
 _NODE_KIND = {
@@ -298,8 +298,25 @@ def reverify(
                 for r in objects:
                     v.drop(r, "no S3 source to re-verify against")
             else:
-                _reverify_objects(v, by_kind, pgot, pulsar_reads, s3, blind, deleted, s3_client_factory)
+                _reverify_objects(
+                    v, by_kind, pgot, pulsar_reads, s3, blind, deleted, s3_client_factory, reads, zk
+                )
     return v
+
+
+def _ml_root(pulsar_reads: Sequence[tuple[Store, Any]]) -> str:
+    return str(pulsar_reads[0][0].managed_ledgers_root) if pulsar_reads else "/managed-ledgers"
+
+
+def _investigate(row: dict[str, Any], caveat: dict[str, Any]) -> dict[str, Any]:
+    """The finding with action ``investigate`` and the caveat in its evidence."""
+    try:
+        ev = json.loads(row.get("evidence") or "{}")
+    except ValueError:
+        ev = {}
+    if not isinstance(ev, dict):
+        ev = {"value": ev}
+    return {**row, "action": "investigate", "evidence": json.dumps({**ev, **caveat}, sort_keys=False)}
 
 
 def _reverify_objects(
@@ -311,6 +328,8 @@ def _reverify_objects(
     blind: Callable[[str | None], bool],
     deleted: set[str],
     s3_client_factory: Callable[[], Any] | None,
+    bk_reads: Any,
+    zk: Store,
 ) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -350,6 +369,11 @@ def _reverify_objects(
         for w in wanted:
             if ml_nodes.get(w) is None:
                 ml_nodes[w] = nodes.get(f"{store.managed_ledgers_root}/{w}")
+    # the BookKeeper copies of the orphans' ledgers: without one, an object is the only copy of its data
+    lids = {
+        k.ledger_id for r in orphans if (k := parse_offload_key(r["object_key"])) and k.ledger_id is not None
+    }
+    in_bk = bk_reads.get_many(ledger_path(i, zk.ledgers_root) for i in sorted(lids))
     for r in orphans:
         if head_of[id(r)] is None:
             v.drop(r, "object deleted since the scan")
@@ -374,14 +398,20 @@ def _reverify_objects(
                     v.drop(r, "owner node does not decode")
                     continue
                 key = parse_offload_key(r["object_key"])
-                uuids = set()
-                for li in rec.ledgers:
-                    if li.offload:
-                        uuids.add(li.offload.uuid)
-                        uuids.update(s.uuid for s in li.offload.segments)
-                if key is not None and key.uuid in uuids:
+                if key is not None and key.uuid in refs.offload_uuids(rec):
                     v.drop(r, "referenced again since the scan")
                     continue
+                # the owner still exists: an emptied node, or an object that is the only copy of its
+                # ledger's data, is for a person to look at, never a deletion (docs/audit-rules.md)
+                lid = key.ledger_id if key is not None else None
+                bk = in_bk.get(ledger_path(lid, zk.ledgers_root)) if lid is not None else None
+                caveat: dict[str, Any] = {}
+                if rec.compression == "EMPTY":
+                    caveat = {"owner_emptied": True, "owner_node": f"{_ml_root(pulsar_reads)}/{ml}"}
+                elif bk is None or isinstance(bk, Exception):
+                    caveat = {"only_copy": True, "owner_node": f"{_ml_root(pulsar_reads)}/{ml}"}
+                if caveat:
+                    r = _investigate(r, caveat)
             try:
                 name = parse_managed_ledger(ml)
                 r = {**r, "managed_ledger": ml, "tenant": name.tenant, "namespace": name.namespace}

@@ -11,9 +11,8 @@ from pyspark.sql import functions as F
 
 from ledgerlens.audit.frames import Look
 from ledgerlens.audit.names import ANY, name_prefixes
-
-DELAYED_BUCKET_PREFIX = "#pulsar.internal.delayed.bucket_"
-COMPACTED_TOPIC_LEDGER = "CompactedTopicLedger"
+from ledgerlens.formats.references import COMPACTED_LEDGER_PROPERTY as COMPACTED_TOPIC_LEDGER
+from ledgerlens.formats.references import DELAYED_BUCKET_PREFIX
 
 ML_TAG = "m"  # blind spots of managed ledgers and cursors
 SCHEMA_TAG = "s"  # blind spots of schema locators
@@ -21,7 +20,8 @@ BUCKET_TAG = "b"  # managed ledgers whose cursors' string properties (delayed-in
 
 
 def cursor_references(cursors: DataFrame) -> DataFrame:
-    """Ledgers referenced by cursors: the cursor ledger, the compacted ledger, delayed-index buckets.
+    """Ledgers referenced by cursors: the cursor ledger, the compacted ledger, delayed-index buckets
+    (``ledgerlens.formats.references.cursor_references`` over the inventory's cursor columns).
 
     Columns: ``ledger_id, ref_component, ref_ml, ref_cursor, ref_path, ref_tenant, ref_namespace,
     ref_key`` (the property key, for compacted and bucket ledgers).

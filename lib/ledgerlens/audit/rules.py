@@ -23,6 +23,7 @@ from ledgerlens.audit.names import ANY, ml_namespace, topic_to_ml
 from ledgerlens.audit.ownership import is_owned, tenant_of_name
 from ledgerlens.audit.references import BUCKET_TAG, ML_TAG, SCHEMA_TAG, owner_prefixes
 from ledgerlens.config import AuditConfig
+from ledgerlens.formats.references import COMPACTION_CURSOR
 from ledgerlens.spark import adapts, interprets
 
 MB = 1024 * 1024
@@ -945,7 +946,9 @@ STREAMING = "streaming"  # the looks of streaming_looks
 def compaction_look() -> Look:
     """The ``__compaction`` cursors with a cursor ledger (look ``compaction``): without one,
     ``without_compaction_in_flight`` keeps every finding."""
-    where = (F.col("cursor") == "__compaction") & (F.col("cursors_ledger_id") >= 0) & F.col("error").isNull()
+    where = (
+        (F.col("cursor") == COMPACTION_CURSOR) & (F.col("cursors_ledger_id") >= 0) & F.col("error").isNull()
+    )
     return Look("cursors", COMPACTION, where)
 
 
@@ -976,7 +979,7 @@ def without_compaction_in_flight(
     )
     if positions is not None:
         live = positions.filter(
-            (F.col("cursor") == "__compaction") & F.col("error").isNull() & F.col("entry_id").isNotNull()
+            (F.col("cursor") == COMPACTION_CURSOR) & F.col("error").isNull() & F.col("entry_id").isNotNull()
         ).select(
             F.col("managed_ledger").alias("_p_ml"),
             F.col("compacted_ledger_id").alias("_p_ref"),

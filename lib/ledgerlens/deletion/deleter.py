@@ -3,11 +3,15 @@
 Each worker (``parallelism`` of them; several deleter processes may share the subscription and the
 journal) takes a batch of messages and, for each one:
 
-1. decodes it (a payload that does not decode is a failure: retried, then dead-lettered);
+1. decodes it (a payload that does not decode goes to the dead-letter topic at once, with the
+   reason: retrying cannot make it decode);
 2. finds the approved item it claims to be (plan hash + item id in a verified journal) and rebuilds
    the message that item stands for: no such item (``unapproved``) or any differing field
    (``forged``) is refused, acked without deleting, and journaled;
-3. re-verifies the live state (:mod:`ledgerlens.deletion.verify`);
+3. re-verifies the live state (:mod:`ledgerlens.deletion.verify`): against the reference index of
+   every Pulsar store (:mod:`ledgerlens.deletion.references`, read at the start of the run and again
+   when older than ``reference_max_age_s``) and the item's own nodes read right now; anything
+   referenced is ``skipped_in_use``, anything whose references are unknown ``skipped_unprovable``;
 4. journals an intent for every item it is about to act on, then acts: removes the ledger znode
    with the version it just read (BookKeeper's own way: the bookies' garbage collector reclaims
    the entries), deletes the offload copy's data and index objects, or loads the topic through the
@@ -18,7 +22,8 @@ journal) takes a batch of messages and, for each one:
 
 A crash at any point leaves the message unacknowledged: it comes back, is verified again and ends
 as ``already_gone`` when the first attempt had deleted it. Nothing is deleted without ``execute``;
-the dry run reads the deletion topic with a non-durable reader and reports what it would do.
+the dry run receives the pending messages without acknowledging any, and journals (``verdict``
+lines) and reports what it would do.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from ledgerlens.deletion.approval import approvals_in
 from ledgerlens.deletion.journal import Journal
 from ledgerlens.deletion.metrics import DeletionMetrics
 from ledgerlens.deletion.publish import pulsar_client
+from ledgerlens.deletion.references import DEFAULT_MAX_AGE_S, ReferenceIndex, ReferenceScanner
 from ledgerlens.deletion.status import in_flight, rest, topic_rest_path
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.paths import ledger_path
@@ -56,6 +62,9 @@ class DeleterConfig:
 
     zookeeper: str  # the Pulsar metadata store (managed ledgers, schemas, tenants)
     service_url: str
+    pulsar_stores: tuple[str, ...] = ()  # further Pulsar metadata stores sharing the BookKeeper
+    reference_max_age_s: float = DEFAULT_MAX_AGE_S  # the reference index is read again past this age
+    zookeeper_rate_limit: float | None = 20_000.0  # reads/s of the reference scan, as the audit's
     bookkeeper_zookeeper: str | None = None  # BookKeeper's store when it is another one
     web_url: str | None = None  # admin REST: load_topic items and the in-flight gauge
     s3: S3Source | None = None
@@ -99,7 +108,8 @@ class _Work:
     info: Any = None  # PendingDeleteLedgerInfo once decoded
     item: dict[str, Any] | None = None
     approval_id: str | None = None
-    outcome: str | None = None  # deleted, already_gone, skipped_in_use, skipped_mismatch, failed, loaded
+    outcome: str | None = None  # deleted, already_gone, skipped_in_use, skipped_unprovable,
+    # skipped_mismatch, failed, loaded
     reason: str = ""
     mismatch: str = ""  # unapproved, forged, changed, foreign
     detail: dict[str, Any] = field(default_factory=dict)
@@ -138,6 +148,7 @@ class Deleter:
         self.zookeeper_clients: list[Any] = []  # the live sessions (tests expire them)
         self._error: BaseException | None = None  # a worker's unexpected error stops every worker
         self._kafka: Any = None  # verify_kafka.KafkaLive, made on the first Kafka item
+        self.scanner: ReferenceScanner | None = None  # the reference index, made on connecting
 
     # -- approvals ---------------------------------------------------------------------------------
 
@@ -241,15 +252,92 @@ class Deleter:
 
             kwargs["authentication"] = pulsar.AuthenticationToken(self.cfg.pulsar_token.read())
         client = pulsar_client(self.cfg.service_url, **kwargs)
+        try:
+            zk, bk, s3 = self._stores()
+        except BaseException:
+            client.close()
+            raise
+        return client, zk, bk, s3
+
+    def _stores(self) -> tuple[Any, Any, Any]:
+        """(Pulsar metadata ZooKeeper, BookKeeper ZooKeeper, S3 client or None), and the scanner."""
         zk = self._zookeeper(self.cfg.zookeeper)
         bk = self._zookeeper(self.cfg.bookkeeper_zookeeper) if self.cfg.bookkeeper_zookeeper else zk
         self.zookeeper_clients = [zk] if bk is zk else [zk, bk]
-        return client, zk, bk, self._s3_client()
+        extra = [self._zookeeper(h) for h in self.cfg.pulsar_stores if h != self.cfg.zookeeper]
+        self.zookeeper_clients += extra
+        self.scanner = self.reference_scanner([zk, *extra])
+        return zk, bk, self._s3_client()
 
-    @staticmethod
-    def _disconnect(client: Any, zk: Any, bk: Any) -> None:
+    def process_items(self, plan_hash: str, item_ids: Sequence[str] | None = None) -> DeleterReport:
+        """Phase 2 for approved items without the deletion topic: each item of the journal's
+        approvals of ``plan_hash`` (or only ``item_ids``) goes through the same verification,
+        execution (with ``execute``), journal lines and counters as its message would.
+
+        For in-process tools and tests; an operator's deleter consumes the topic (:meth:`run`).
+        """
+        t0 = time.monotonic()
+        self.load_approvals()
+        wanted = None if item_ids is None else set(item_ids)
+        work = []
+        for (ph, iid), (item, approval) in sorted(self._approved.items()):
+            if ph != plan_hash or (wanted is not None and iid not in wanted):
+                continue
+            w = _Work(msg=None, attempt=0, info=m.item_to_message(item, ph), item=item)
+            w.approval_id = str(approval["approval_id"])
+            w.detail["deleted_tenants"] = approval.get("deleted_tenants") or []
+            w.detail["cluster_name"] = approval.get("cluster_name")
+            work.append(w)
+        zk, bk, s3 = self._stores()
+        try:
+            reader = v.LiveReader(bk, zk, self.cfg.roots)
+            for start in range(0, len(work), max(1, self.cfg.batch_size)):
+                batch = work[start : start + max(1, self.cfg.batch_size)]
+                if not self.cfg.execute:
+                    self._dry_batch_work(batch, reader, s3)
+                    continue
+                self.report.messages += len(batch)
+                self._verify(batch, reader, s3)
+                acting = [w for w in batch if w.act is not None]
+                if acting:
+                    self.journal.append([self._intent(w) for w in acting])
+                    self._execute(acting, s3, bk)
+                self.journal.append([self._record(w) for w in batch])
+                self._count(batch)
+                self.report.outcomes.update(str(w.outcome) for w in batch)
+        finally:
+            for z in {id(c): c for c in self.zookeeper_clients}.values():
+                z.stop()
+                z.close()
+        self.report.seconds = time.monotonic() - t0
+        return self.report
+
+    def reference_scanner(self, clients: Sequence[Any]) -> ReferenceScanner:
+        """The reference index over these Pulsar stores; each read is journaled."""
+        return ReferenceScanner(
+            clients,
+            self.cfg.roots,
+            max_age_s=self.cfg.reference_max_age_s,
+            rate_limit=self.cfg.zookeeper_rate_limit,
+            on_scan=self._scanned,
+        )
+
+    def _scanned(self, index: ReferenceIndex) -> None:
+        self.journal.append(
+            [
+                {
+                    "type": "reference_scan",
+                    "deleter": self.cfg.instance,
+                    "started_ms": index.started_ms,
+                    **index.summary(),
+                    "unprovable": dict(sorted(index.unprovable.items())[:100]),
+                }
+            ]
+        )
+
+    def _disconnect(self, client: Any, zk: Any, bk: Any) -> None:
         client.close()
-        for z in {id(zk): zk, id(bk): bk}.values():
+        for z in {id(c): c for c in (zk, bk, *self.zookeeper_clients)}.values():
             z.stop()
             z.close()
 
@@ -340,8 +428,9 @@ class Deleter:
             out.append(w)
             try:
                 w.info = m.decode(msg.data())
-            except DecodeError as e:
+            except DecodeError as e:  # retrying cannot make it decode: to the dead-letter topic now
                 w.outcome, w.reason = "failed", str(e)
+                w.detail["undecodable"] = True
                 continue
             found = self._lookup(w.info.planHash, w.info.itemId)
             if found is None:
@@ -371,6 +460,12 @@ class Deleter:
 
     def _verify(self, work: Sequence[_Work], reader: v.LiveReader, s3: Any) -> None:
         todo = [w for w in work if w.outcome is None and w.item is not None]
+        index = (
+            self.scanner.current()
+            if self.scanner is not None
+            and any(w.item and w.item["action"] in ("delete_ledger", "delete_object") for w in todo)
+            else None
+        )
         by_action: dict[str, list[_Work]] = {}
         for w in todo:
             by_action.setdefault(w.item["action"], []).append(w)  # type: ignore[index]
@@ -383,7 +478,7 @@ class Deleter:
                 items: list[dict[str, Any]] = [w.item for w in group if w.item is not None]
                 if action == "delete_ledger":
                     for w, (verdict, node) in zip(
-                        group, v.verify_ledgers(items, reader, deleted), strict=True
+                        group, v.verify_ledgers(items, reader, deleted, index), strict=True
                     ):
                         self._apply(w, verdict, node)
                 elif action == "delete_object":
@@ -399,6 +494,7 @@ class Deleter:
                         cluster_name=self.cfg.cluster_name or group[0].detail.get("cluster_name"),
                         deleted_tenants=deleted,
                         max_in_flight=self.cfg.s3.max_in_flight,
+                        index=index,
                     )
                     for w, (verdict, keys) in zip(group, res, strict=True):
                         self._apply(w, verdict, keys)
@@ -547,13 +643,15 @@ class Deleter:
             "outcome": w.outcome,
             "reason": redact(w.reason),
             "deleter": self.cfg.instance,
-            "message_id": str(w.msg.message_id()),
-            "topic": w.msg.topic_name(),
             "attempt": w.attempt,
             "item_type": w.type,
         }
+        if w.msg is not None:
+            rec.update(message_id=str(w.msg.message_id()), topic=w.msg.topic_name())
         if w.mismatch:
             rec["mismatch"] = w.mismatch
+        if w.detail.get("node"):
+            rec["node"] = redact(str(w.detail["node"]))
         if info is not None:
             rec.update(plan_hash=info.planHash, item_id=info.itemId)
             if info.HasField("ledgerId"):
@@ -590,33 +688,35 @@ class Deleter:
             with self._lock:
                 self._active.difference_update(claimed)
 
+    def _intent(self, w: _Work) -> dict[str, Any]:
+        """The journal line written before an item is acted on."""
+        rec = {
+            "type": "intent",
+            "deleter": self.cfg.instance,
+            "plan_hash": w.info.planHash,
+            "item_id": w.info.itemId,
+            "approval_id": w.approval_id,
+            "action": w.item["action"],  # type: ignore[index]
+            "znode_version": getattr(w.act, "version", None),
+            "keys": list(w.act) if isinstance(w.act, list) else None,
+        }
+        if w.msg is not None:
+            rec["message_id"] = str(w.msg.message_id())
+        return rec
+
     def _act_and_record(
         self, work: list[_Work], consumer: Any, s3: Any, retry: Any, dlq: Any, bk: Any
     ) -> None:
         acting = [w for w in work if w.act is not None]
         if acting:
-            self.journal.append(
-                [
-                    {
-                        "type": "intent",
-                        "deleter": self.cfg.instance,
-                        "plan_hash": w.info.planHash,
-                        "item_id": w.info.itemId,
-                        "approval_id": w.approval_id,
-                        "action": w.item["action"],  # type: ignore[index]
-                        "znode_version": getattr(w.act, "version", None),
-                        "keys": list(w.act) if isinstance(w.act, list) else None,
-                        "message_id": str(w.msg.message_id()),
-                    }
-                    for w in acting
-                ]
-            )
+            self.journal.append([self._intent(w) for w in acting])
             self._execute(acting, s3, bk)
         # failures: to the retry topic, or the dead-letter topic after max_attempts
         records = []
         for w in work:
             if w.outcome == "failed":
-                nxt = "dead_letter" if w.attempt + 1 >= self.cfg.max_attempts else "retry"
+                last = w.attempt + 1 >= self.cfg.max_attempts or w.detail.get("undecodable")
+                nxt = "dead_letter" if last else "retry"
                 props = dict(w.msg.properties() or {})
                 props[m.PROP_ATTEMPT] = str(w.attempt + 1)
                 props[m.PROP_REASON] = redact(w.reason)[:500]
@@ -662,12 +762,14 @@ class Deleter:
                 mt.already_gone.labels(type=t).inc()
             elif w.outcome == "skipped_in_use":
                 mt.skipped_in_use.labels(type=t).inc()
+            elif w.outcome == "skipped_unprovable":
+                mt.skipped_unprovable.labels(type=t).inc()
             elif w.outcome == "skipped_mismatch":
                 mt.skipped_mismatch.labels(type=t, reason=w.mismatch or "changed").inc()
             elif w.outcome == "failed":
                 mt.failed.labels(type=t).inc()
                 if "unacked" not in w.detail:
-                    if w.attempt + 1 >= self.cfg.max_attempts:
+                    if w.attempt + 1 >= self.cfg.max_attempts or w.detail.get("undecodable"):
                         mt.dead_lettered.inc()
                     else:
                         mt.retried.inc()
@@ -703,9 +805,12 @@ class Deleter:
             self._disconnect(client, zk, bk)
 
     def _dry_batch(self, msgs: Sequence[Any], reader: v.LiveReader, s3: Any) -> None:
-        work = self._prepare(msgs)
+        self._dry_batch_work(self._prepare(msgs), reader, s3)
+
+    def _dry_batch_work(self, work: list[_Work], reader: v.LiveReader, s3: Any) -> None:
         self._verify(work, reader, s3)
         self.report.messages += len(work)
+        records = []
         for w in work:
             outcome = (
                 ("would_" + ("load" if w.item and w.item["action"] == "load_topic" else "delete"))
@@ -721,6 +826,9 @@ class Deleter:
                     "plan_hash": getattr(w.info, "planHash", None),
                 }
             )
+            # a verdict, not an outcome: nothing was done, the item stays pending
+            records.append({**self._record(w), "type": "verdict", "outcome": outcome, "dry_run": True})
+        self.journal.append(records)
 
 
 def write_report(report: DeleterReport, path: str | Path) -> None:

@@ -4,9 +4,10 @@ Counters (all ``ledgerlens_deletion_*_total``): ``sent`` and ``received`` (label
 offload, topic, remote_segment), ``deleted_ledgers``, ``deleted_offload_copies``,
 ``deleted_remote_segments`` (Kafka), ``loaded_topics``,
 ``already_gone`` (``type``), ``failed`` (``type``), ``retried``, ``dead_lettered``,
-``skipped_in_use`` (``type``), ``skipped_mismatch`` (``type``, ``reason``: unapproved, forged,
-changed, foreign), ``acked``. Gauge ``ledgerlens_deletion_in_flight``: the subscription backlog of
-the deletion and retry topics (PIP-186's estimate of in-flight deletions).
+``skipped_in_use`` (``type``), ``skipped_unprovable`` (``type``), ``skipped_mismatch``
+(``type``, ``reason``: unapproved, forged, changed, foreign), ``acked``. Gauge
+``ledgerlens_deletion_in_flight``: the subscription backlog of the deletion and retry topics
+(PIP-186's estimate of in-flight deletions).
 
 The deleter increments a counter only after the journal line recording the same outcome is
 written, so a journal and the counters of a finished run agree line for line.
@@ -47,6 +48,12 @@ class DeletionMetrics:
         self.retried = c("retried", "messages sent to the retry topic")
         self.dead_lettered = c("dead_lettered", "messages sent to the dead-letter topic")
         self.skipped_in_use = c("skipped_in_use", "items still referenced: acked, not deleted", ("type",))
+        self.skipped_unprovable = c(
+            "skipped_unprovable",
+            "items a node with unknown references could own (emptied, corrupt, unreadable), or the only "
+            "copy of data whose managed ledger exists: acked, not deleted",
+            ("type",),
+        )
         self.skipped_mismatch = c(
             "skipped_mismatch",
             "messages that do not match the live state or an approved item",

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.config import parse_duration
+from ledgerlens.deletion.verify import owners_of
 from ledgerlens.errors import ConfigError, LedgerLensError
 from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.formats.offload import parse_offload_key
@@ -269,7 +270,7 @@ def deleted_tenants(summary: Mapping[str, Any]) -> list[str]:
 class _Refusals:
     rows: list[dict[str, Any]]
 
-    def add(self, row: Mapping[str, Any], reason: str) -> None:
+    def add(self, row: Mapping[str, Any], reason: str, *, investigate: bool = False) -> None:
         self.rows.append(
             {
                 "kind": row.get("kind"),
@@ -277,8 +278,41 @@ class _Refusals:
                 "managed_ledger": row.get("managed_ledger"),
                 "object_key": row.get("object_key"),
                 "reason": reason,
+                **({"action": "investigate"} if investigate else {}),
             }
         )
+
+
+def unprovable_owners(audit: AuditOutput) -> dict[str, str]:
+    """Managed ledgers whose references the audit could not know: name -> the node and why.
+
+    A node that did not decode or could not be read (``error``, its cursors' too), and a node
+    emptied by an edit (0 bytes, rewritten): whatever they own is ``investigate``, never planned.
+    """
+    out: dict[str, str] = {}
+    for table in ("managed_ledgers", "cursors"):
+        if not audit.has_inventory(table):
+            continue
+        cols = ["managed_ledger", "path", "error"] + (
+            ["compression", "znode_version"] if table == "managed_ledgers" else []
+        )
+        for r in audit.inventory(table, cols):
+            ml = r.get("managed_ledger")
+            if not ml:
+                continue
+            if r.get("error"):
+                out.setdefault(str(ml), f"{r.get('path')}: {r['error']}")
+            elif r.get("compression") == "EMPTY" and int(r.get("znode_version") or 0) > 0:
+                out.setdefault(str(ml), f"{r.get('path')}: emptied (0 bytes, rewritten)")
+    return out
+
+
+def _unprovable(names: Iterable[str], unprovable: Mapping[str, str]) -> str | None:
+    for n in sorted(names):
+        for key, why in unprovable.items():
+            if n == key or n.startswith(key.rstrip("/") + "/"):
+                return f"unprovable: the references of {key} are unknown ({why})"
+    return None
 
 
 _IDENTITY = ("kind", "severity", "component", "ledger_id", "managed_ledger", "cursor", "path", "object_key")
@@ -537,6 +571,7 @@ def build_plan(
     tenants = audited_tenants(audit)
     deleted = deleted_tenants(audit.summary)
     refuse = _Refusals([])
+    unprovable = unprovable_owners(audit)
 
     candidates: dict[str, list[dict[str, Any]]] = {k: [] for k in wanted}
     for row in audit.findings:
@@ -551,7 +586,11 @@ def build_plan(
             refuse.add(row, "critical finding")
             continue
         if row.get("action") != PLANNABLE_KINDS[kind]:
-            refuse.add(row, f"action is {row.get('action')!r}, not {PLANNABLE_KINDS[kind]!r}")
+            refuse.add(
+                row,
+                f"action is {row.get('action')!r}, not {PLANNABLE_KINDS[kind]!r}",
+                investigate=row.get("action") == "investigate",
+            )
             continue
         if kind in KAFKA_KINDS:  # ownership: the audit found the topic id in this cluster's metadata
             candidates[kind].append(dict(row))
@@ -588,8 +627,16 @@ def build_plan(
         for row in candidates["orphan_ledger"]:
             bk_row = bk.get(int(row["ledger_id"])) if row.get("ledger_id") is not None else None
             item = _ledger_item(row, bk_row, refuse)
-            if item is not None:
-                items.append(item)
+            if item is None:
+                continue
+            mls, _ = owners_of(item["expected"]["custom_metadata"])
+            why = _unprovable(
+                mls | ({str(row["managed_ledger"])} if row.get("managed_ledger") else set()), unprovable
+            )
+            if why:
+                refuse.add(row, why, investigate=True)
+                continue
+            items.append(item)
     if candidates.get("orphan_offload_object"):
         keys = {str(r["object_key"]) for r in candidates["orphan_offload_object"] if r.get("object_key")}
         objs = {
@@ -597,7 +644,31 @@ def build_plan(
             for r in audit.inventory("offload_objects", ["bucket", "key", "size", "etag", "role"])
             if r.get("key") in keys
         }
-        items.extend(_offload_items(candidates["orphan_offload_object"], objs, None, refuse))
+        copies = _offload_items(candidates["orphan_offload_object"], objs, None, refuse)
+        mls_known = {
+            str(r["managed_ledger"])
+            for r in audit.inventory("managed_ledgers", ["managed_ledger"])
+            if r.get("managed_ledger")
+        }
+        lids = {c["expected"]["ledger_id"] for c in copies if c["expected"].get("ledger_id") is not None}
+        in_bk = {
+            int(r["ledger_id"])
+            for r in audit.inventory("bk_ledgers", ["ledger_id"])
+            if r.get("ledger_id") is not None and int(r["ledger_id"]) in lids
+        }
+        for c in copies:
+            ml, lid = c["expected"].get("managed_ledger"), c["expected"].get("ledger_id")
+            why = _unprovable([str(ml)], unprovable) if ml else None
+            if not why and ml in mls_known and (lid is None or lid not in in_bk):
+                why = (
+                    f"only copy: no BookKeeper copy of the data while managed ledger {ml} exists; "
+                    "deleted only once the managed ledger is proven deleted"
+                )
+            if why:
+                for f in c["findings"]:
+                    refuse.add(f, why, investigate=True)
+                continue
+            items.append(c)
     loads = [r for k in LOAD_KINDS for r in candidates.get(k, [])]
     if loads:
         items.extend(_load_items(loads, refuse))

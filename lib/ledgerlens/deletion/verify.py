@@ -1,35 +1,43 @@
 """The live re-verification every deletion must pass, right before it happens.
 
-The plan was made from a snapshot; brokers kept working since. For each approved item the deleter
-re-reads the live stores (pipelined, one batch of items at a time, nothing cached between batches)
-and decides:
+The plan was made from a snapshot; brokers kept working since. The deleter's check is a superset of
+the audit's: "referenced" is ``ledgerlens.formats.references``, applied to two reads of the live
+stores, and an item is deleted only when both find it unreferenced and provable:
+
+- the reference index (:mod:`ledgerlens.deletion.references`): every managed ledger, cursor and
+  schema locator of the Pulsar stores, read at the start of the deleter run and again whenever it
+  is older than its bound (default 5 minutes);
+- right before the delete, the item's own nodes, pipelined per batch of items, nothing cached
+  between batches: the ledger znode, the owners its custom metadata names (managed ledger and its
+  cursors, schema locator), the owner tenant, the objects' HEAD.
 
 ledger (``delete_ledger``)
     - ledger znode absent: ``already_gone`` (success, PIP-186's idempotence);
     - znode version or BookKeeper custom metadata not what the plan recorded: ``skipped_mismatch``
       (a stale or forged message; the ledger was rewritten or is not the planned one);
-    - owner tenant (of the managed ledger, schema, compacted or delayed topic the custom metadata
-      names) neither in the Pulsar store (``/admin/policies/<tenant>``) nor an approved deleted
-      tenant: ``skipped_mismatch`` (another cluster's ledger in a shared BookKeeper);
-    - referenced by any reference the audit rules use: the managed ledger's ledger list, any of its
-      cursors' cursor ledger, ``CompactedTopicLedger`` property and delayed-bucket properties, the
-      schema locator; or possibly the compacted ledger the ``__compaction`` cursor ledger holds:
-      ``skipped_in_use``;
-    - a node that cannot be read or decoded: ``retry`` (not provable now; retried, then dead-lettered);
+    - owner tenant neither in the Pulsar store (``/admin/policies/<tenant>``) nor an approved
+      deleted tenant, or owner unknown: ``skipped_mismatch`` (another cluster's ledger);
+    - any managed ledger's ledger list, any cursor's cursor ledger, ``CompactedTopicLedger`` or
+      delayed-bucket property, any schema locator names it (index or live owner read), or it may be
+      the compacted ledger the open ``__compaction`` cursor ledger holds: ``skipped_in_use``;
+    - an owner whose references are unknown (emptied, does not decode, ``NoAuth``, a subtree that
+      cannot be listed): ``skipped_unprovable``, with the node that made it so;
+    - a node that cannot be read now (connection loss): ``retry``;
     - else ``delete`` with the znode version just read.
 
 offload copy (``delete_object``)
     - every planned object absent: ``already_gone``;
-    - size or ETag differs, user metadata names another managed ledger or another cluster:
-      ``skipped_mismatch``; owner tenant not the audited cluster's: ``skipped_mismatch``;
-    - the owner managed ledger references the copy's uuid: ``skipped_in_use``;
+    - size or ETag differs, user metadata names another managed ledger or another cluster, owner
+      tenant not the audited cluster's: ``skipped_mismatch``;
+    - any managed ledger's offload context names the copy's uuid: ``skipped_in_use``;
+    - the owner managed ledger's references are unknown: ``skipped_unprovable``;
+    - the copy is the only one of its data (the ledger's BookKeeper copy is gone, or a PIP-76
+      segment whose ledgers are not known) while its managed ledger still exists:
+      ``skipped_unprovable`` (deleted only once the managed ledger is proven deleted);
     - else ``delete`` (data and index objects of the plan, nothing else).
 
 topic (``load_topic``)
     - managed ledger gone: ``skipped_mismatch``; tenant not ours: ``skipped_mismatch``; else ``load``.
-
-Blind spot (the same as the audit's): a ledger referenced by a managed ledger other than the one
-its custom metadata names is not looked for here; the audit, which reads them all, did not find one.
 """
 
 from __future__ import annotations
@@ -38,32 +46,33 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledgerlens.deletion.references import DEFAULT_ROOTS, ReferenceIndex, Roots
 from ledgerlens.errors import LedgerLensError
 from ledgerlens.formats import managed_ledger as mlf
+from ledgerlens.formats import references as refs
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.names import parse_managed_ledger, schema_id_for_topic, topic_to_managed_ledger
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.schema import decode_schema_locator
 
-DELETE, ALREADY_GONE, IN_USE, MISMATCH, RETRY, LOAD = (
+DELETE, ALREADY_GONE, IN_USE, UNPROVABLE, MISMATCH, RETRY, LOAD = (
     "delete",
     "already_gone",
     "skipped_in_use",
+    "skipped_unprovable",
     "skipped_mismatch",
     "retry",
     "load",
 )
-COMPACTION_CURSOR = "__compaction"
 
 
-@dataclass(frozen=True)
-class Roots:
-    """Where the metadata lives (BookKeeper and Pulsar may be different stores)."""
+class Unprovable(Exception):
+    """A node whose references are unknown (emptied, does not decode, not readable by us)."""
 
-    ledgers: str = "/ledgers"
-    managed_ledgers: str = "/managed-ledgers"
-    schemas: str = "/schemas"
-    tenants: str = "/admin/policies"
+    def __init__(self, node: str, why: str) -> None:
+        super().__init__(f"{node}: {why}")
+        self.node = node
+        self.why = why
 
 
 @dataclass
@@ -169,7 +178,7 @@ class LiveReader:
     when one ZooKeeper holds both).
     """
 
-    def __init__(self, bk: Any, pulsar: Any, roots: Roots = Roots()) -> None:
+    def __init__(self, bk: Any, pulsar: Any, roots: Roots = DEFAULT_ROOTS) -> None:
         self.bk = bk
         self.pulsar = pulsar
         self.roots = roots
@@ -183,10 +192,14 @@ class LiveReader:
         return out
 
     def managed_ledgers(self, mls: Iterable[str]) -> dict[str, tuple[set[int], dict[str, Any]] | Exception]:
-        """Per managed ledger: (referenced ids, {"uuids", "compaction_open", "compacted"}) or the error.
+        """Per managed ledger: (referenced ids, {"uuids", "compaction_open", "compacted", "exists"})
+        or the error: :class:`Unprovable` when the references are unknown (emptied, undecodable,
+        ``NoAuth``), another exception when the store could not be read now.
 
         A managed ledger whose node is gone references nothing (its cursors are its children).
         """
+        from kazoo.exceptions import NoAuthError
+
         mls = list(dict.fromkeys(mls))
         root = self.roots.managed_ledgers
         nodes = get_many(self.pulsar, (f"{root}/{m}" for m in mls))
@@ -202,9 +215,13 @@ class LiveReader:
             path = f"{root}/{m}"
             node, k = nodes[path], kids[path]
             if isinstance(node, Exception) or isinstance(k, Exception):
-                out[m] = node if isinstance(node, Exception) else k  # type: ignore[assignment]
+                err = node if isinstance(node, Exception) else k
+                assert isinstance(err, Exception)
+                out[m] = (
+                    Unprovable(path, f"not readable ({_err(err)})") if isinstance(err, NoAuthError) else err
+                )
                 continue
-            refs: set[int] = set()
+            ids: set[int] = set()
             info: dict[str, Any] = {
                 "uuids": set(),
                 "compaction_open": False,
@@ -215,50 +232,94 @@ class LiveReader:
                 if isinstance(node, Node):
                     info["exists"] = True
                     rec = mlf.decode_managed_ledger(node.data, path=path)
-                    for li in rec.ledgers:
-                        refs.add(li.ledger_id)
-                        if li.offload is not None:
-                            if li.offload.uuid:
-                                info["uuids"].add(li.offload.uuid)
-                            info["uuids"].update(s.uuid for s in li.offload.segments if s.uuid)
+                    if refs.is_emptied(rec, node.version):
+                        raise Unprovable(
+                            path, f"emptied (0 bytes, rewritten at znode version {node.version})"
+                        )
+                    ids.update(r.ledger_id for r in refs.managed_ledger_references(rec))
+                    info["uuids"] = refs.offload_uuids(rec)
                 for c in k if isinstance(k, list) else []:
-                    cnode = cursors[f"{path}/{c}"]
+                    cpath = f"{path}/{c}"
+                    cnode = cursors[cpath]
+                    if isinstance(cnode, NoAuthError):
+                        raise Unprovable(cpath, f"not readable ({_err(cnode)})")
                     if isinstance(cnode, Exception):
                         raise cnode
                     if isinstance(cnode, _Absent):
                         continue  # cursor deleted between list and read: it references nothing now
-                    cur = mlf.decode_cursor(cnode.data, path=f"{path}/{c}")
-                    if cur.cursors_ledger_id >= 0:
-                        refs.add(cur.cursors_ledger_id)
-                    if cur.compacted_ledger_id is not None:
-                        refs.add(cur.compacted_ledger_id)
-                    refs.update(cur.delayed_bucket_ledgers.values())
-                    if c == COMPACTION_CURSOR:
+                    cur = mlf.decode_cursor(cnode.data, path=cpath)
+                    ids.update(r.ledger_id for r in refs.cursor_references(cur))
+                    if c == refs.COMPACTION_CURSOR:
                         info["compaction_open"] = cur.cursors_ledger_id >= 0
                         info["compacted"] = cur.compacted_ledger_id
-            except Exception as e:  # noqa: BLE001 - undecodable or unreadable: cannot prove anything
+            except LedgerLensError as e:  # does not decode: its references are unknown
+                out[m] = Unprovable(getattr(e, "where", None) or path, f"does not decode ({e})")
+                continue
+            except Exception as e:  # noqa: BLE001 - Unprovable, or unreadable now: cannot prove anything
                 out[m] = e
                 continue
-            out[m] = (refs, info)
+            out[m] = (ids, info)
         return out
 
     def schemas(self, schema_ids: Iterable[str]) -> dict[str, set[int] | Exception]:
+        from kazoo.exceptions import NoAuthError
+
         ids = list(dict.fromkeys(schema_ids))
         got = get_many(self.pulsar, (f"{self.roots.schemas}/{s}" for s in ids))
         out: dict[str, set[int] | Exception] = {}
         for s in ids:
             path = f"{self.roots.schemas}/{s}"
             v = got[path]
-            if isinstance(v, Exception):
+            if isinstance(v, NoAuthError):
+                out[s] = Unprovable(path, f"not readable ({_err(v)})")
+            elif isinstance(v, Exception):
                 out[s] = v
             elif isinstance(v, _Absent):
                 out[s] = set()
             else:
                 try:
-                    out[s] = set(decode_schema_locator(v.data, path=path).ledger_ids)
+                    out[s] = {
+                        r.ledger_id for r in refs.schema_references(decode_schema_locator(v.data, path=path))
+                    }
                 except LedgerLensError as e:
-                    out[s] = e
+                    out[s] = Unprovable(path, f"does not decode ({e})")
         return out
+
+    def ledger_nodes(self, ledger_ids: Iterable[int]) -> dict[int, bool | Exception]:
+        """Whether each ledger's BookKeeper metadata znode exists (its BookKeeper copy)."""
+        ids = list(dict.fromkeys(ledger_ids))
+        got = get_many(self.bk, (ledger_path(i, self.roots.ledgers) for i in ids))
+        out: dict[int, bool | Exception] = {}
+        for i in ids:
+            val = got[ledger_path(i, self.roots.ledgers)]
+            out[i] = val if isinstance(val, Exception) else not isinstance(val, _Absent)
+        return out
+
+
+def _unreadable(what: str, e: Exception, retry_why: str) -> Verdict:
+    """``skipped_unprovable`` for a node whose references are unknown, ``retry`` for a store that
+    could not be read now."""
+    if isinstance(e, Unprovable):
+        return Verdict(UNPROVABLE, f"{what}: {e.why}", {"node": e.node})
+    return Verdict(RETRY, f"{what}: {retry_why} ({_err(e)})")
+
+
+def _index_verdict(
+    index: ReferenceIndex | None, ledger_id: int | None, names: Iterable[str]
+) -> Verdict | None:
+    """What the reference index says of an item: in use, unprovable, or nothing against it."""
+    if index is None:
+        return None
+    if ledger_id is not None and ledger_id in index.ledgers:
+        node = index.ledgers[ledger_id]
+        return Verdict(IN_USE, f"referenced by {node}", {"node": node})
+    hit = index.unprovable_for(sorted(set(names)))
+    if hit is not None:
+        name, why = hit
+        return Verdict(
+            UNPROVABLE, f"references of {name} are unknown: {why}", {"node": why.split(": ", 1)[0]}
+        )
+    return None
 
 
 def _tenant_verdict(
@@ -276,9 +337,16 @@ def _tenant_verdict(
 
 
 def verify_ledgers(
-    items: Sequence[Mapping[str, Any]], reader: LiveReader, deleted_tenants: Iterable[str] = ()
+    items: Sequence[Mapping[str, Any]],
+    reader: LiveReader,
+    deleted_tenants: Iterable[str] = (),
+    index: ReferenceIndex | None = None,
 ) -> list[tuple[Verdict, Node | None]]:
-    """Verdicts for approved ``delete_ledger`` items, with the ledger node read (for the version)."""
+    """Verdicts for approved ``delete_ledger`` items, with the ledger node read (for the version).
+
+    ``index`` is the deleter's current reference index (every reference of the Pulsar stores);
+    without it only the owners the ledger's custom metadata names are read (tests of one rule).
+    """
     deleted = set(deleted_tenants)
     paths = [ledger_path(int(i["expected"]["ledger_id"]), reader.roots.ledgers) for i in items]
     nodes = get_many(reader.bk, paths)
@@ -352,13 +420,11 @@ def verify_ledgers(
         if tv is not None:
             out.append((tv, None))
             continue
-        decided: Verdict | None = None
-        for ml in sorted(m):
+        decided = _index_verdict(index, lid, m | s)
+        for ml in sorted(m) if decided is None else ():
             got = live_mls[ml]
             if isinstance(got, Exception):
-                decided = Verdict(
-                    RETRY, f"managed ledger {ml}: cannot prove the ledger unreferenced ({_err(got)})"
-                )
+                decided = _unreadable(f"managed ledger {ml}", got, "cannot prove the ledger unreferenced")
                 break
             refs, info = got
             if lid in refs:
@@ -378,7 +444,7 @@ def verify_ledgers(
             for sid in sorted(s):
                 got_s = live_schemas[sid]
                 if isinstance(got_s, Exception):
-                    decided = Verdict(RETRY, f"schema {sid}: cannot read the locator ({_err(got_s)})")
+                    decided = _unreadable(f"schema {sid}", got_s, "cannot read the locator")
                     break
                 if lid in got_s:
                     decided = Verdict(IN_USE, f"referenced by the schema locator of {sid}")
@@ -417,6 +483,7 @@ def verify_objects(
     cluster_name: str | None = None,
     deleted_tenants: Iterable[str] = (),
     max_in_flight: int = 16,
+    index: ReferenceIndex | None = None,
 ) -> list[tuple[Verdict, list[str]]]:
     """Verdicts for approved ``delete_object`` items, with the keys still present (to delete)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -476,6 +543,13 @@ def verify_objects(
     tenants = sorted({t for t in (tenant_of_ml(m) for m in mls) if t})
     live_tenants = reader.tenants(tenants) if tenants else {}
     live_mls = reader.managed_ledgers(mls) if mls else {}
+    # the ledgers' BookKeeper copies: without one, the objects are the only copy of their data
+    wanted_ids = [
+        int(i["expected"]["ledger_id"])
+        for i, v in zip(items, pre, strict=True)
+        if v is None and i["expected"].get("ledger_id") is not None
+    ]
+    in_bk = reader.ledger_nodes(wanted_ids) if wanted_ids else {}
     out: list[tuple[Verdict, list[str]]] = []
     for item, verdict, keys, ml in zip(items, pre, present, owner, strict=True):
         if verdict is not None:
@@ -486,15 +560,45 @@ def verify_objects(
         if tv is not None:
             out.append((tv, []))
             continue
+        uuid = str(item["expected"]["uuid"])
+        if index is not None and uuid in index.uuids:
+            node = index.uuids[uuid]
+            out.append((Verdict(IN_USE, f"the offload context of {node} references it", {"node": node}), []))
+            continue
+        iv = _index_verdict(index, None, [ml])
+        if iv is not None:
+            out.append((iv, []))
+            continue
         got = live_mls[ml]
         if isinstance(got, Exception):
-            out.append(
-                (Verdict(RETRY, f"managed ledger {ml}: cannot prove the copy unreferenced ({_err(got)})"), [])
-            )
+            out.append((_unreadable(f"managed ledger {ml}", got, "cannot prove the copy unreferenced"), []))
             continue
         _, info = got
-        if item["expected"]["uuid"] in info["uuids"]:
+        if uuid in info["uuids"]:
             out.append((Verdict(IN_USE, f"offload context of managed ledger {ml} references it"), []))
+            continue
+        lid = item["expected"].get("ledger_id")
+        bk = in_bk.get(int(lid)) if lid is not None else False
+        if isinstance(bk, Exception):
+            out.append(
+                (Verdict(RETRY, f"ledger {lid}: cannot read its BookKeeper metadata ({_err(bk)})"), [])
+            )
+            continue
+        exists = info["exists"] or (index is not None and ml in index.managed_ledgers)
+        if not bk and exists:
+            what = f"ledger {lid}'s" if lid is not None else "a PIP-76 segment's"
+            node = f"{reader.roots.managed_ledgers}/{ml}"
+            out.append(
+                (
+                    Verdict(
+                        UNPROVABLE,
+                        f"the only copy of {what} data (no BookKeeper copy) while managed ledger {ml} "
+                        "still exists: deleted only once the managed ledger is proven deleted",
+                        {"node": node, "only_copy": True},
+                    ),
+                    [],
+                )
+            )
             continue
         out.append((Verdict(DELETE, "unreferenced and unchanged", {"keys": keys}), keys))
     return out

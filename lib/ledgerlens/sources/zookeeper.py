@@ -51,6 +51,7 @@ __all__ = [
     "RateLimiter",
     "ScanStats",
     "connect",
+    "find_managed_ledgers",
     "scan_ledgers",
     "scan_managed_ledgers",
     "scan_policies",
@@ -804,7 +805,7 @@ def _name_columns(ml_name: str) -> dict[str, Any]:
     return {"tenant": n.tenant, "namespace": n.namespace, "topic": n.topic}
 
 
-def _find_managed_ledgers(
+def find_managed_ledgers(
     reader: PipelinedReader, root: str, prefixes: Iterable[str], errors: list[tuple[str, dict[str, Any]]]
 ) -> list[str]:
     """ML names under the namespace prefixes (v2 ``t/ns/persistent/x``, v1 ``t/c/ns/persistent/x``)."""
@@ -952,7 +953,7 @@ def scan_managed_ledgers(
     """
     reader = client if isinstance(client, PipelinedReader) else PipelinedReader(client)
     errors: list[tuple[str, dict[str, Any]]] = []
-    names = _find_managed_ledgers(reader, root, namespace_prefixes, errors)
+    names = find_managed_ledgers(reader, root, namespace_prefixes, errors)
     by_path = {_join(root, n): n for n in names}
     cursor_nodes: list[tuple[str, str]] = []  # (ml name, cursor node name)
     for r in reader.read(list(by_path), data=True, children=True):

@@ -1,0 +1,266 @@
+"""The deleter's reference scan: everything the Pulsar stores reference, read at deletion time.
+
+The deleter may only delete what nothing the audit reads could name (DESIGN.md, "The deleter's
+check is a superset of the audit's"). Reading every managed ledger for every item is too slow, and
+reading only the owner a ledger's custom metadata names misses a ledger another managed ledger
+lists. So each deleter run reads, once, every reference the Pulsar stores hold (the same pipelined,
+rate-limited reads as the audit's scan; what references what is ``ledgerlens.formats.references``):
+
+- every managed-ledger node (ledger list, offload contexts) and each of its cursors (cursor
+  ledger, ``CompactedTopicLedger``, delayed-index bucket properties);
+- every schema locator;
+- the tenants (``/admin/policies``).
+
+Nodes whose references are unknown (do not decode, cannot be read, ``NoAuth``, a subtree that
+cannot be listed, a managed-ledger node emptied by an edit) are kept as *unprovable* names: an
+item any of them could own is refused (``skipped_unprovable``), never deleted.
+
+An index older than ``max_age_s`` is read again before it is used (``ReferenceScanner``); right
+before each delete the deleter also reads the item's own nodes live (``ledgerlens.deletion.verify``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledgerlens.errors import LedgerLensError
+from ledgerlens.formats import managed_ledger as mlf
+from ledgerlens.formats import references as refs
+from ledgerlens.formats.names import decode_component
+from ledgerlens.formats.schema import decode_schema_locator
+from ledgerlens.sources.zookeeper import PipelinedReader, ScanStats, find_managed_ledgers
+
+__all__ = ["DEFAULT_ROOTS", "ReferenceIndex", "ReferenceScanner", "Roots", "scan_references"]
+
+DEFAULT_MAX_AGE_S = 300.0  # an index older than this is read again before an item is verified
+
+
+@dataclass(frozen=True)
+class Roots:
+    """Where the metadata lives (BookKeeper and Pulsar may be different stores)."""
+
+    ledgers: str = "/ledgers"
+    managed_ledgers: str = "/managed-ledgers"
+    schemas: str = "/schemas"
+    tenants: str = "/admin/policies"
+
+
+DEFAULT_ROOTS = Roots()
+
+
+@dataclass
+class ReferenceIndex:
+    """What the Pulsar stores referenced when they were read (``started``: the read's start).
+
+    ``ledgers``: ledger id -> the node that references it (and by what role); ``uuids``: offload
+    uuid -> the managed-ledger node naming it; ``managed_ledgers``: the names that exist (with the
+    store's ML root); ``unprovable``: a managed-ledger name, schema id or name prefix ("" for
+    everything) -> why its references are unknown; ``compaction``: managed ledger -> (its
+    ``__compaction`` cursor ledger is open, the compacted ledger it records).
+    """
+
+    started: float  # time.monotonic() when the read began
+    started_ms: int
+    seconds: float = 0.0
+    ledgers: dict[int, str] = field(default_factory=dict)
+    uuids: dict[str, str] = field(default_factory=dict)
+    managed_ledgers: dict[str, str] = field(default_factory=dict)
+    unprovable: dict[str, str] = field(default_factory=dict)
+    compaction: dict[str, tuple[bool, int | None]] = field(default_factory=dict)
+    tenants: set[str] = field(default_factory=set)
+    stats: ScanStats = field(default_factory=ScanStats)
+
+    def age(self) -> float:
+        """Seconds since this read began."""
+        return time.monotonic() - self.started
+
+    def unprovable_for(self, names: Iterable[str]) -> tuple[str, str] | None:
+        """(name, why) of the first unprovable entry that covers one of ``names`` (a managed-ledger
+        name or schema id, or a prefix of one), or None."""
+        for n in names:
+            for key, why in self.unprovable.items():
+                if key == "" or n == key or n.startswith(key + "/"):
+                    return key or "(every managed ledger)", why
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        """Counts for logs and the journal."""
+        return {
+            "managed_ledgers": len(self.managed_ledgers),
+            "referenced_ledgers": len(self.ledgers),
+            "offload_uuids": len(self.uuids),
+            "unprovable": len(self.unprovable),
+            "reads": self.stats.reads,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _problem(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"[:300]
+
+
+def _first(index: dict[Any, str], key: Any, where: str) -> None:
+    index.setdefault(key, where)
+
+
+def scan_references(
+    reader: PipelinedReader, roots: Roots = DEFAULT_ROOTS, *, into: ReferenceIndex | None = None
+) -> ReferenceIndex:
+    """Read every reference of one Pulsar store (see the module docstring); ``into`` merges a
+    second store into an index."""
+    idx = into or ReferenceIndex(started=time.monotonic(), started_ms=int(time.time() * 1000))
+    t0 = time.monotonic()
+    reader.stats = idx.stats
+    mlroot = roots.managed_ledgers.rstrip("/")
+
+    # tenants: the store's own list (ownership); a store without the node has none
+    for r in reader.children([roots.tenants]):
+        if r.error is not None:
+            idx.unprovable[""] = f"{roots.tenants}: cannot list tenants ({_problem(r.error)})"
+        idx.tenants.update(r.children or ())
+
+    # managed ledgers: list tenant -> namespace -> domain -> topic, read each with its cursors
+    tenants = list(reader.children([mlroot]))
+    prefixes: list[str] = []
+    for r in tenants:
+        if r.error is not None:
+            idx.unprovable[""] = f"{mlroot}: cannot list ({_problem(r.error)})"
+            continue
+        for r2 in reader.children([f"{mlroot}/{t}" for t in sorted(r.children or ())]):
+            rel = r2.path[len(mlroot) + 1 :]
+            if r2.error is not None:
+                idx.unprovable[rel] = f"{r2.path}: cannot list ({_problem(r2.error)})"
+                continue
+            prefixes.extend(f"{rel}/{n}" for n in sorted(r2.children or ()))
+    errors: list[tuple[str, dict[str, Any]]] = []
+    names = find_managed_ledgers(reader, mlroot, prefixes, errors)
+    for _table, row in errors:
+        idx.unprovable[str(row["managed_ledger"])] = f"{row['path']}: {row['error']}"
+    cursor_paths: dict[str, tuple[str, str]] = {}
+    by_path = {f"{mlroot}/{n}": n for n in names}
+    for r in reader.read(list(by_path), data=True, children=True):
+        ml = by_path[r.path]
+        idx.managed_ledgers[ml] = mlroot
+        if r.error is not None and r.data is None:
+            idx.unprovable[ml] = f"{r.path}: cannot read ({_problem(r.error)})"
+            continue
+        try:
+            rec = mlf.decode_managed_ledger(r.data or b"", path=r.path)
+        except LedgerLensError as e:
+            idx.unprovable[ml] = f"{r.path}: does not decode ({e})"
+            continue
+        version = int(r.stat.version) if r.stat is not None else None
+        if refs.is_emptied(rec, version):
+            idx.unprovable[ml] = f"{r.path}: emptied (0 bytes, rewritten at znode version {version})"
+        for ref in refs.managed_ledger_references(rec):
+            _first(idx.ledgers, ref.ledger_id, f"{r.path} (ledger list)")
+        for u in refs.offload_uuids(rec):
+            _first(idx.uuids, u, r.path)
+        if r.children is None:
+            idx.unprovable[ml] = (
+                f"{r.path}: cannot list cursors ({_problem(r.error or Exception('unknown'))})"
+            )
+            continue
+        for c in sorted(r.children):
+            cursor_paths[f"{r.path}/{c}"] = (ml, c)
+    for r in reader.get(list(cursor_paths)):
+        ml, node = cursor_paths[r.path]
+        if r.error is not None:
+            idx.unprovable[ml] = f"{r.path}: cannot read ({_problem(r.error)})"
+            continue
+        try:
+            cur = mlf.decode_cursor(r.data or b"", path=r.path)
+        except LedgerLensError as e:
+            idx.unprovable[ml] = f"{r.path}: does not decode ({e})"
+            continue
+        for ref in refs.cursor_references(cur):
+            _first(idx.ledgers, ref.ledger_id, f"{r.path} ({ref.key or ref.component})")
+        if _cursor_name(node) == refs.COMPACTION_CURSOR:
+            idx.compaction[ml] = (cur.cursors_ledger_id >= 0, cur.compacted_ledger_id)
+
+    # schemas: /schemas/<tenant>/<namespace>/<topic>
+    sroot = roots.schemas.rstrip("/")
+    level = [sroot]
+    for depth in range(2):
+        nxt: list[str] = []
+        for r in reader.children(level):
+            rel = r.path[len(sroot) + 1 :]
+            if r.error is not None:
+                idx.unprovable[rel if depth else ""] = f"{r.path}: cannot list ({_problem(r.error)})"
+                continue
+            nxt.extend(f"{r.path}/{c}" for c in sorted(r.children or ()))
+        level = nxt
+    locators: list[str] = []
+    for r in reader.children(level):
+        if r.error is not None:
+            idx.unprovable[r.path[len(sroot) + 1 :]] = f"{r.path}: cannot list ({_problem(r.error)})"
+            continue
+        locators.extend(f"{r.path}/{c}" for c in sorted(r.children or ()))
+    for r in reader.get(locators):
+        sid = r.path[len(sroot) + 1 :]
+        if r.error is not None:
+            idx.unprovable[sid] = f"{r.path}: cannot read ({_problem(r.error)})"
+            continue
+        try:
+            loc = decode_schema_locator(r.data or b"", path=r.path)
+        except LedgerLensError as e:
+            idx.unprovable[sid] = f"{r.path}: does not decode ({e})"
+            continue
+        for ref in refs.schema_references(loc):
+            _first(idx.ledgers, ref.ledger_id, f"{r.path} (schema locator)")
+    idx.seconds += time.monotonic() - t0
+    return idx
+
+
+def _cursor_name(node: str) -> str:
+    try:
+        return decode_component(node)
+    except LedgerLensError:
+        return node
+
+
+class ReferenceScanner:
+    """The deleter's current :class:`ReferenceIndex` over its Pulsar stores, read again when older
+    than ``max_age_s`` (one read at a time; workers wait for it)."""
+
+    def __init__(
+        self,
+        clients: Sequence[Any],
+        roots: Roots = DEFAULT_ROOTS,
+        *,
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+        max_in_flight: int = 200,
+        rate_limit: float | None = None,
+        on_scan: Any = None,
+    ) -> None:
+        self.clients = list(clients)
+        self.roots = roots
+        self.max_age_s = max_age_s
+        self.max_in_flight = max_in_flight
+        self.rate_limit = rate_limit
+        self.on_scan = on_scan  # called with each new index (journal, progress)
+        self._index: ReferenceIndex | None = None
+        self._lock = threading.Lock()
+        self.scans = 0
+
+    def current(self) -> ReferenceIndex:
+        """An index whose read began at most ``max_age_s`` ago."""
+        with self._lock:
+            if self._index is None or self._index.age() > self.max_age_s:
+                self._index = self._scan()
+            return self._index
+
+    def _scan(self) -> ReferenceIndex:
+        idx: ReferenceIndex | None = None
+        for client in self.clients:
+            reader = PipelinedReader(client, max_in_flight=self.max_in_flight, rate_limit=self.rate_limit)
+            idx = scan_references(reader, self.roots, into=idx)
+        assert idx is not None
+        self.scans += 1
+        if self.on_scan is not None:
+            self.on_scan(idx)
+        return idx
