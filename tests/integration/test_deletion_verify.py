@@ -129,11 +129,12 @@ def test_ledger_verdicts(chroot_zk: Any, s3_server: Any, bucket: str, tmp_path: 
 def test_object_verdicts(chroot_zk: Any, s3_server: Any, bucket: str, tmp_path: Path) -> None:
     zk = chroot_zk
     s3 = boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1")
-    plan = _plan(tmp_path, zk, s3, bucket, ledgers=0, copies=4, first_id=2000)
+    plan = _plan(tmp_path, zk, s3, bucket, ledgers=0, copies=5, first_id=2000)
     items = [i for i in plan["items"] if i["action"] == "delete_object"]
     zk.ensure_path("/admin/policies/ll-app")
     # 0: referenced by its managed ledger's offload context; 1: data object rewritten (ETag moves);
-    # 2: gone already; 3: deletable
+    # 2: gone already; 3: the only copy of its ledger's data (no BookKeeper copy) while its managed
+    # ledger exists; 4: deletable (its ledger's BookKeeper copy is there)
     uuid0 = items[0]["expected"]["uuid"]
     msb, lsb = wire.uuid_bits(uuid0)
     info = mlpb.ManagedLedgerInfo()
@@ -144,10 +145,16 @@ def test_object_verdicts(chroot_zk: Any, s3_server: Any, bucket: str, tmp_path: 
     s3.put_object(Bucket=bucket, Key=key1, Body=b"rewritten", Metadata={"managedledgername": ML})
     for o in items[2]["expected"]["objects"]:
         s3.delete_object(Bucket=bucket, Key=o["key"])
+    fabricate(zk, s3, bucket, managed_ledger=ML, ledgers=1, first_id=items[4]["expected"]["ledger_id"])
 
     reader = v.LiveReader(zk, zk)
     got = v.verify_objects(items, reader, s3, bucket=bucket, cluster_name="ours")
-    assert [g.decision for g, _ in got] == [v.IN_USE, v.MISMATCH, v.ALREADY_GONE, v.DELETE]
-    assert sorted(got[3][1]) == sorted(o["key"] for o in items[3]["expected"]["objects"])
-    other = v.verify_objects(items[3:], reader, s3, bucket=bucket, cluster_name="theirs")
+    assert [g.decision for g, _ in got] == [v.IN_USE, v.MISMATCH, v.ALREADY_GONE, v.UNPROVABLE, v.DELETE]
+    assert got[3][0].detail["only_copy"] and got[3][0].detail["node"] == f"/managed-ledgers/{ML}"
+    assert sorted(got[4][1]) == sorted(o["key"] for o in items[4]["expected"]["objects"])
+    other = v.verify_objects(items[4:], reader, s3, bucket=bucket, cluster_name="theirs")
     assert other[0][0].decision == v.MISMATCH and "cluster" in other[0][0].reason
+    # the managed ledger deleted: the only copy is deletable (its data was deleted with the topic)
+    zk.delete(f"/managed-ledgers/{ML}")
+    again = v.verify_objects(items[3:4], reader, s3, bucket=bucket, cluster_name="ours")
+    assert again[0][0].decision == v.DELETE

@@ -61,7 +61,7 @@ def cursor_references(cursors: DataFrame) -> DataFrame:
     )
     return (
         ok.select(*base, F.posexplode(entries).alias("slot", "e"))
-        .where(ledger_id.isNotNull() & ((slot < 2) | key.startswith(DELAYED_BUCKET_PREFIX)))
+        .where((ledger_id >= 0) & ((slot < 2) | key.startswith(DELAYED_BUCKET_PREFIX)))
         .select(
             ledger_id.alias("ledger_id"),
             component.alias("ref_component"),

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.config import parse_duration
-from ledgerlens.deletion.verify import owners_of
 from ledgerlens.errors import ConfigError, LedgerLensError
 from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.formats.offload import parse_offload_key
+from ledgerlens.formats.references import owners_of
 
 PLAN_FORMAT = "ledgerlens-deletion-plan/1"
 

@@ -51,8 +51,9 @@ from ledgerlens.errors import LedgerLensError
 from ledgerlens.formats import managed_ledger as mlf
 from ledgerlens.formats import references as refs
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
-from ledgerlens.formats.names import parse_managed_ledger, schema_id_for_topic, topic_to_managed_ledger
+from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.formats.paths import ledger_path
+from ledgerlens.formats.references import owners_of
 from ledgerlens.formats.schema import decode_schema_locator
 
 DELETE, ALREADY_GONE, IN_USE, UNPROVABLE, MISMATCH, RETRY, LOAD = (
@@ -138,30 +139,6 @@ def _err(e: Exception) -> str:
     from ledgerlens.redact import redact
 
     return redact(f"{type(e).__name__}: {e}")[:300]
-
-
-def owners_of(custom: Mapping[str, str]) -> tuple[set[str], set[str]]:
-    """(managed ledgers, schema ids) a ledger's custom metadata ties it to."""
-    mls: set[str] = set()
-    schemas: set[str] = set()
-    if custom.get("pulsar/managed-ledger"):
-        mls.add(custom["pulsar/managed-ledger"])
-    for key in ("pulsar/compactedTopic", "pulsar/delayedIndexTopic"):
-        if custom.get(key):
-            try:
-                mls.add(topic_to_managed_ledger(custom[key]))
-            except LedgerLensError:
-                pass
-    if custom.get("pulsar/schemaId"):
-        schemas.add(custom["pulsar/schemaId"])
-    for ml in list(mls):
-        try:
-            from ledgerlens.formats.names import managed_ledger_to_topic
-
-            schemas.add(schema_id_for_topic(managed_ledger_to_topic(ml)))
-        except LedgerLensError:
-            pass
-    return mls, schemas
 
 
 def tenant_of_ml(ml: str) -> str | None:

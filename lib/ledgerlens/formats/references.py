@@ -25,15 +25,17 @@ same answer); the audit's re-verification and the deleter evaluate them here, on
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from ledgerlens.errors import LedgerLensError
 from ledgerlens.formats.managed_ledger import (
     COMPACTED_LEDGER_PROPERTY,
     DELAYED_BUCKET_PREFIX,
     CursorRecord,
     ManagedLedgerRecord,
 )
+from ledgerlens.formats.names import managed_ledger_to_topic, schema_id_for_topic, topic_to_managed_ledger
 from ledgerlens.formats.schema import SchemaLocatorRecord
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "is_emptied",
     "managed_ledger_references",
     "offload_uuids",
+    "owners_of",
     "schema_references",
 ]
 
@@ -101,3 +104,26 @@ def is_emptied(rec: ManagedLedgerRecord, znode_version: int | None) -> bool:
 
     A node created empty (version 0) is a new topic's; one written empty later is an edit."""
     return rec.compression == "EMPTY" and znode_version is not None and znode_version > 0
+
+
+def owners_of(custom: Mapping[str, str]) -> tuple[set[str], set[str]]:
+    """(managed ledgers, schema ids) a ledger's BookKeeper custom metadata ties it to: the nodes that
+    would reference it (its managed ledger, compacted or delayed-index topic, and their schemas)."""
+    mls: set[str] = set()
+    schema_ids: set[str] = set()
+    if custom.get("pulsar/managed-ledger"):
+        mls.add(custom["pulsar/managed-ledger"])
+    for key in ("pulsar/compactedTopic", "pulsar/delayedIndexTopic"):
+        if custom.get(key):
+            try:
+                mls.add(topic_to_managed_ledger(custom[key]))
+            except LedgerLensError:
+                pass
+    if custom.get("pulsar/schemaId"):
+        schema_ids.add(custom["pulsar/schemaId"])
+    for ml in list(mls):
+        try:
+            schema_ids.add(schema_id_for_topic(managed_ledger_to_topic(ml)))
+        except LedgerLensError:
+            pass
+    return mls, schema_ids
