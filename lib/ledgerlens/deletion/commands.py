@@ -158,6 +158,20 @@ def add_parsers(sub: Any) -> None:
     d.add_argument(
         "--ledgers-root", default=None, metavar="PATH", help="BookKeeper ledgers root (default /ledgers)"
     )
+    d.add_argument(
+        "--reference-max-age",
+        default="5m",
+        metavar="DURATION",
+        help="read every reference of the Pulsar stores again when the last read is older (5m)",
+    )
+    d.add_argument(
+        "--reference-store",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="another Pulsar metadata store sharing the BookKeeper cluster or bucket: whatever it "
+        "references is never deleted (repeatable)",
+    )
     k = d.add_argument_group("Kafka remote segments (plans of 'ledgerlens kafka-audit' findings)")
     k.add_argument(
         "--kafka-bootstrap-servers",
@@ -215,6 +229,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from ledgerlens.deletion.publish import publish, pulsar_client
 
     state = _sandbox_state(args.pulsar_sandbox)
+    if args.pulsar_sandbox and not args.service_url and not state.get("service_url"):
+        # 'sandbox-local up' starts ZooKeeper and an S3 server only; 'sandbox up' records service_url
+        kind = "a 'sandbox-local' one: ZooKeeper and S3 only" if "zk_hosts" in state else "no service_url"
+        raise ConfigError(
+            f"sandbox {args.pulsar_sandbox} has no Pulsar broker ({kind}); publish needs one: "
+            "use a 'ledgerlens sandbox up --workdir DIR' sandbox or give --service-url pulsar://host:6650"
+        )
     settings = contexts.resolve(
         args.context, flags={"service_url": args.service_url or state.get("service_url")}
     )
@@ -291,6 +312,8 @@ def deleter_config(args: argparse.Namespace) -> Any:
         kafka_bootstrap_servers=args.kafka_bootstrap_servers,
         kafka_metadata_dump=args.kafka_metadata_dump,
         kafka_s3_endpoint=args.kafka_s3_endpoint,
+        pulsar_stores=tuple(args.reference_store),
+        reference_max_age_s=float(parse_duration(args.reference_max_age)),
     )
 
 

@@ -11,12 +11,16 @@ the deleter treats the duplicate as ``already_gone``, so a re-run never has a se
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
+import struct
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ledgerlens.deletion import messages as m
 from ledgerlens.deletion.approval import ApprovalRefused, approvals_in, read_approval
@@ -25,22 +29,159 @@ from ledgerlens.deletion.metrics import DeletionMetrics
 from ledgerlens.deletion.plan import canonical
 from ledgerlens.errors import ConfigError, SourceError
 
+PROBE_TIMEOUT_S = 3.0  # per broker address: the TCP connection, then the answer to a CONNECT
+PROTOCOL_VERSION = 20  # what pulsar-client 3.x announces in its CONNECT
+CLIENT_LOGGER = "ledgerlens.pulsar-client"  # the C++ client's log (the CLI keeps it quiet unless --debug)
+_DEFAULT_PORTS = {"pulsar": 6650, "pulsar+ssl": 6651, "http": 8080, "https": 8443}
+_MAX_FRAME = 64 * 1024 * 1024  # far above a broker's maxMessageSize (5 MiB by default)
+_CONNECT = 2  # BaseCommand.Type
 
-def pulsar_client(service_url: str, **kwargs: Any) -> Any:
-    """A ``pulsar.Client``; auth from the environment only (``$LEDGERLENS_PULSAR_TOKEN``), quiet logs."""
+
+def service_addresses(service_url: str) -> list[tuple[str, int]]:
+    """(host, port) of each broker a service URL names (``pulsar://h1:6650,h2:6650``, ``pulsar+ssl://``,
+    ``http(s)://``; the scheme's default port when none is given)."""
+    scheme, sep, rest = service_url.strip().partition("://")
+    scheme = scheme.lower()
+    if not sep or scheme not in _DEFAULT_PORTS:
+        raise ConfigError(
+            f"--service-url {service_url!r}: expected pulsar://host:6650 (or pulsar+ssl://, http://, https://)"
+        )
+    out: list[tuple[str, int]] = []
+    for hostport in rest.split("/", 1)[0].split(","):
+        try:
+            parts = urlsplit(f"{scheme}://{hostport.strip()}")
+            host, port = parts.hostname, parts.port
+        except ValueError as e:
+            raise ConfigError(f"--service-url {service_url!r}: {hostport!r} is not host:port ({e})") from e
+        if not host:
+            raise ConfigError(f"--service-url {service_url!r}: no host in {hostport!r}")
+        out.append((host, port or _DEFAULT_PORTS[scheme]))
+    return out
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def connect_frame(client_version: str = "ledgerlens-probe") -> bytes:
+    """A framed Pulsar ``BaseCommand{type: CONNECT, connect: {client_version, protocol_version}}`` (no
+    credentials: a broker that requires them still answers, with an error)."""
+    version = client_version.encode()
+    connect = b"\x0a" + _varint(len(version)) + version + b"\x20" + _varint(PROTOCOL_VERSION)
+    command = b"\x08" + _varint(_CONNECT) + b"\x12" + _varint(len(connect)) + connect
+    return struct.pack(">II", len(command) + 4, len(command)) + command
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _not_pulsar(sock: socket.socket) -> str | None:
+    """None when the peer answers a CONNECT with a Pulsar frame (``CONNECTED``, or an error or auth
+    challenge from a broker that wants credentials), else what it did instead."""
+    sock.sendall(connect_frame())
+    head = _read(sock, 8)
+    if not head:
+        return "closed the connection without answering the Pulsar handshake"
+    if head.startswith(b"HTTP"):
+        return "answers HTTP, not the Pulsar protocol"
+    total, size = struct.unpack(">II", head) if len(head) == 8 else (0, 0)
+    if not 0 < size <= total - 4 < _MAX_FRAME:
+        return "answers in another protocol than Pulsar's"
+    command = _read(sock, min(size, 2))
+    if len(command) < 2 or command[0] != 0x08:  # BaseCommand.type, field 1, varint
+        return "answers in another protocol than Pulsar's"
+    return None
+
+
+def _socket_problem(e: OSError, timeout: float) -> str:
+    if isinstance(e, socket.gaierror):
+        return f"unknown host: {e.strerror or e}"
+    if isinstance(e, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused"
+    return (e.strerror or str(e) or type(e).__name__).lower()
+
+
+def probe_service_url(service_url: str, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Raise SourceError, one line naming the URL, unless a broker of ``service_url`` answers within
+    seconds: a TCP connection, then (``pulsar://``) a Pulsar CONNECT answered by a Pulsar frame.
+
+    The client would retry a refused connection until its operation timeout (30 s, then a bare
+    ``Timeout``), and a port that accepts connections but never answers (or drops them) for longer
+    still. TLS URLs (``pulsar+ssl://``, ``https://``) and HTTP lookup URLs get the TCP check only: their
+    handshake needs the client's own TLS settings."""
+    addresses = service_addresses(service_url)
+    handshake = service_url.strip().lower().startswith("pulsar://")
+    problems: list[tuple[str, str]] = []
+    for host, port in addresses:
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as e:
+            problems.append((f"{host}:{port}", f"cannot connect ({_socket_problem(e, timeout)})"))
+            continue
+        try:
+            problem = _not_pulsar(sock) if handshake else None
+        except TimeoutError:
+            problem = f"did not answer the Pulsar handshake within {timeout:g} s"
+        except OSError as e:
+            problem = f"dropped the Pulsar handshake ({_socket_problem(e, timeout)})"
+        finally:
+            sock.close()
+        if problem is None:
+            return
+        problems.append((f"{host}:{port}", f"connected, but it {problem}"))
+    if len(problems) == 1:
+        problem = problems[0][1]
+    else:
+        problem = "no broker answers (" + "; ".join(f"{a}: {p}" for a, p in problems) + ")"
+    hint = (
+        "is the broker up and is this its service URL?"
+        if all(p.startswith("cannot connect") for _, p in problems)
+        else "is this a broker's service port (pulsar://host:6650)?"
+    )
+    raise SourceError(f"pulsar {service_url}", f"{problem}; {hint}")
+
+
+def _new_client(service_url: str, **kwargs: Any) -> Any:
+    import pulsar
+
+    try:
+        return pulsar.Client(service_url, logger=logging.getLogger(CLIENT_LOGGER), **kwargs)
+    except Exception as e:  # noqa: BLE001 - the client raises several unrelated types
+        raise SourceError(f"pulsar {service_url}", f"cannot create a client ({e})") from e
+
+
+def pulsar_client(service_url: str, *, probe: bool = True, **kwargs: Any) -> Any:
+    """A ``pulsar.Client``; auth from the environment only (``$LEDGERLENS_PULSAR_TOKEN``), quiet logs
+    (the Python logger ``ledgerlens.pulsar-client``, which the CLI silences unless ``--debug``).
+
+    With ``probe`` (the default), the service URL must answer first (:func:`probe_service_url`):
+    an unreachable broker is one line naming it within seconds. The client keeps its usual
+    timeouts (30 s per operation)."""
     import pulsar
 
     if not service_url:
         raise ConfigError("--service-url pulsar://host:6650 is required (or --sandbox DIR)")
-    quiet = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
     token = os.environ.get("LEDGERLENS_PULSAR_TOKEN")
     if token:
         kwargs.setdefault("authentication", pulsar.AuthenticationToken(token))
+    if probe:
+        probe_service_url(service_url)
     kwargs.setdefault("operation_timeout_seconds", 30)
-    try:
-        return pulsar.Client(service_url, logger=quiet, **kwargs)
-    except Exception as e:  # noqa: BLE001 - the client raises several unrelated types
-        raise SourceError(f"pulsar {service_url}", f"cannot create a client ({e})") from e
+    return _new_client(service_url, **kwargs)
 
 
 def ensure_subscription(client: Any, topic: str, subscription: str = m.SUBSCRIPTION) -> None:
@@ -110,14 +251,24 @@ def publish(
     result = PublishResult(aid, phash, len(items), already=len(items) - len(todo))
     if not todo:
         return result
-    ensure_subscription(client, topic)
-    producer = client.create_producer(
-        topic,
-        producer_name=None,
-        block_if_queue_full=True,
-        batching_enabled=False,  # one entry per message: the subscription backlog counts deletions
-        max_pending_messages=max(batch_size * 2, 1000),
-    )
+    import pulsar
+
+    try:
+        ensure_subscription(client, topic)
+    except pulsar.PulsarException as e:
+        raise SourceError(
+            f"pulsar topic {topic}", f"cannot subscribe {m.SUBSCRIPTION} ({_pulsar_problem(e)})"
+        ) from e
+    try:
+        producer = client.create_producer(
+            topic,
+            producer_name=None,
+            block_if_queue_full=True,
+            batching_enabled=False,  # one entry per message: the subscription backlog counts deletions
+            max_pending_messages=max(batch_size * 2, 1000),
+        )
+    except pulsar.PulsarException as e:
+        raise SourceError(f"pulsar topic {topic}", f"cannot create a producer ({_pulsar_problem(e)})") from e
     try:
         for start in range(0, len(todo), batch_size):
             batch = todo[start : start + batch_size]
@@ -177,6 +328,13 @@ def _send_batch(
         if not cond.wait_for(lambda: len(outcomes) == len(batch), timeout=120):
             raise SourceError(f"pulsar topic {topic}", f"{len(batch) - len(outcomes)} sends never completed")
     return outcomes
+
+
+def _pulsar_problem(e: Exception) -> str:
+    """``Timeout``, ``AuthorizationError: <broker's text>``: the client's messages are mostly its class."""
+    text = str(e).removeprefix("Pulsar error: ").strip()
+    name = type(e).__name__
+    return name if not text or text.lower() == name.lower() else f"{name}: {text}"
 
 
 def _type(item: Mapping[str, Any]) -> str:
