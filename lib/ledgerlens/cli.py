@@ -173,6 +173,42 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
         "(default 6h, or the sandbox's)",
     )
     g.add_argument(
+        "--incomplete-offload-age",
+        metavar="DURATION",
+        default=None,
+        help="objects of an offload that never completed count once this old (default 24h, or the sandbox's)",
+    )
+    g.add_argument(
+        "--open-ledger-max-age",
+        metavar="DURATION",
+        default=None,
+        help="a topic's current ledger open longer than this is overdue (default 7d)",
+    )
+    g.add_argument(
+        "--inactive-cursor-age",
+        metavar="DURATION",
+        default=None,
+        help="a subscription inactive this long that holds ledgers back is reported (default 7d)",
+    )
+    g.add_argument(
+        "--offload-deletion-lag",
+        metavar="DURATION",
+        default=None,
+        help="the broker's managedLedgerOffloadDeletionLagMs where a namespace sets none (default 4h)",
+    )
+    g.add_argument(
+        "--default-retention-minutes",
+        metavar="N",
+        default=None,
+        help="the broker's defaultRetentionTimeInMinutes where a namespace sets none (default 0)",
+    )
+    g.add_argument(
+        "--default-retention-mb",
+        metavar="N",
+        default=None,
+        help="the broker's defaultRetentionSizeInMB where a namespace sets none (default 0)",
+    )
+    g.add_argument(
         "--as-of",
         metavar="TIME",
         default="",
@@ -600,8 +636,7 @@ def notebook_parameters(args: argparse.Namespace, out_dir: Path | None = None) -
         "s3_endpoint": args.s3_endpoint or "",
         "bucket": args.bucket or "",
         "out_dir": str(out_dir or Path(args.out).resolve()),
-        "min_orphan_age": args.min_orphan_age or "",
-        "retention_grace": args.retention_grace or "",
+        **{t: getattr(args, t) or "" for t in inputs.THRESHOLDS},
         "as_of": args.as_of,
         "spark_master": args.spark_master or "",
         "ledgers_root": args.ledgers_root or "",

@@ -258,7 +258,7 @@ SETTINGS: tuple[Setting, ...] = (
         "audit.incomplete-offload-age",
         "duration",
         "LEDGERLENS_INCOMPLETE_OFFLOAD_AGE",
-        None,
+        "incomplete_offload_age",
         "24h",
         "incomplete offload minimum age",
     ),
@@ -266,7 +266,7 @@ SETTINGS: tuple[Setting, ...] = (
         "audit.open-ledger-max-age",
         "duration",
         "LEDGERLENS_OPEN_LEDGER_MAX_AGE",
-        None,
+        "open_ledger_max_age",
         "7d",
         "open ledger maximum age",
     ),
@@ -274,7 +274,7 @@ SETTINGS: tuple[Setting, ...] = (
         "audit.inactive-cursor-age",
         "duration",
         "LEDGERLENS_INACTIVE_CURSOR_AGE",
-        None,
+        "inactive_cursor_age",
         "7d",
         "inactive cursor age",
     ),
@@ -282,7 +282,7 @@ SETTINGS: tuple[Setting, ...] = (
         "audit.offload-deletion-lag",
         "duration",
         "LEDGERLENS_OFFLOAD_DELETION_LAG",
-        None,
+        "offload_deletion_lag",
         "4h",
         "broker managedLedgerOffloadDeletionLagMs",
     ),
@@ -290,7 +290,7 @@ SETTINGS: tuple[Setting, ...] = (
         "audit.default-retention-minutes",
         "int",
         "LEDGERLENS_DEFAULT_RETENTION_MINUTES",
-        None,
+        "default_retention_minutes",
         0,
         "broker defaultRetentionTimeInMinutes",
     ),
@@ -298,7 +298,7 @@ SETTINGS: tuple[Setting, ...] = (
         "audit.default-retention-mb",
         "int",
         "LEDGERLENS_DEFAULT_RETENTION_MB",
-        None,
+        "default_retention_mb",
         0,
         "broker defaultRetentionSizeInMB",
     ),
@@ -405,9 +405,42 @@ def _describe_type(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
+# Settings whose values are ZooKeeper connect strings, or store specs that may hold one (KIND:LOCATION).
+CONNECT_STRINGS = ("metadata.zookeeper", "metadata.bookkeeper", "metadata.pulsar")
+_ZK_USERINFO = re.compile(r"[^\s/@,:]*(:[^\s/@,]*)?@")  # user[:password]@ before a host
+ZK_CREDENTIALS_HINT = (
+    "give ZooKeeper credentials by reference: auth.zookeeper-digest-env (a variable holding "
+    "user:password) or auth.zookeeper-digest-file in a context, or auth.zookeeper-sasl-jaas-file (SASL)"
+)
+
+
+def check_connect_string(key: str, value: str, where: str) -> None:
+    """A ZooKeeper connect string (or a store spec holding one) without credentials: ``user:password@``
+    is refused with the value redacted; a plain ``--zookeeper`` value must also parse, as the audit
+    parses it (``preflight.parse_connect_string``), so ``contexts check`` and ``audit`` agree."""
+    from ledgerlens.preflight import parse_connect_string
+
+    kind, sep, location = value.partition(":")
+    spec = key != "metadata.zookeeper" and sep and kind in ("zk", "zookeeper", "admin", "zk-snapshot")
+    servers = (location if spec else value).split("://", 1)[-1].split("/", 1)[0]
+    option = where if where.startswith("--") else f"{where}: {key}"  # a flag names itself
+    if "@" in servers:
+        shown = _ZK_USERINFO.sub("***@", value)
+        raise ConfigError(
+            f"{option} {shown!r}: credentials in a ZooKeeper connect string are refused "
+            f"(they would be printed and stored); {ZK_CREDENTIALS_HINT}"
+        )
+    if key == "metadata.zookeeper" and value:
+        parse_connect_string(value, option=option)
+
+
 def _check_value(setting: Setting, value: Any, where: str) -> Any:
     """A file value checked against its setting's kind; returns the value to use."""
     kind = setting.kind
+    if setting.key in CONNECT_STRINGS:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                check_connect_string(setting.key, item, where)
 
     def bad(expected: str) -> ConfigError:
         return ConfigError(f"{where}: {setting.key} must be {expected}, not {_describe_type(value)}")

@@ -20,6 +20,18 @@ from typing import Any
 from ledgerlens.errors import ConfigError
 
 SANDBOX_AWS_DUMMY = "ledgerlens-sandbox-dummy-credential"
+# The audit's thresholds: each a flag of audit and report, a runbook parameter, a context key
+# (``audit.<name with dashes>``) and an environment variable (``LEDGERLENS_<NAME>``).
+THRESHOLDS = (
+    "min_orphan_age",
+    "retention_grace",
+    "incomplete_offload_age",
+    "open_ledger_max_age",
+    "inactive_cursor_age",
+    "offload_deletion_lag",
+    "default_retention_minutes",
+    "default_retention_mb",
+)
 
 
 @dataclass(frozen=True)
@@ -33,6 +45,7 @@ class SandboxSettings:
     as_of: str = ""  # the generated cluster's clock (epoch ms); "" for a real-time cluster
     min_orphan_age: str = ""
     retention_grace: str = ""
+    incomplete_offload_age: str = ""
     cluster_name: str = ""
     admin_url: str = ""  # a real Pulsar sandbox's web service (``--source admin``)
 
@@ -45,6 +58,7 @@ class SandboxSettings:
             "as_of",
             "min_orphan_age",
             "retention_grace",
+            "incomplete_offload_age",
             "cluster_name",
             "admin_url",
         )
@@ -80,6 +94,7 @@ def sandbox_settings(workdir: str | Path) -> SandboxSettings:
         as_of=str(truth["now_ms"]) if truth.get("now_ms") else "",
         min_orphan_age=f"{int(age)}s" if age else "",
         retention_grace=f"{int(age)}s" if age else "",
+        incomplete_offload_age=f"{int(age)}s" if age else "",
         cluster_name=str(state.get("cluster") or ""),
         admin_url=str(state.get("web_url") or ""),
     )

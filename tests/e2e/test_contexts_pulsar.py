@@ -115,7 +115,6 @@ def test_audit_by_flags_reports_the_same(
     empty = tmp_path / "no-contexts.toml"
     empty.write_text("")  # no context at all: every input is a flag
     monkeypatch.setenv(contexts.CONFIG_ENV, str(empty))
-    monkeypatch.setenv("LEDGERLENS_INCOMPLETE_OFFLOAD_AGE", f"{MAX_AGE_S}s")  # no flag for it: environment
     out = tmp_path / "by-flags"
     argv = [
         "audit",
@@ -130,6 +129,8 @@ def test_audit_by_flags_reports_the_same(
         "--min-orphan-age",
         f"{MAX_AGE_S}s",
         "--retention-grace",
+        f"{MAX_AGE_S}s",
+        "--incomplete-offload-age",
         f"{MAX_AGE_S}s",
         "--out",
         str(out),

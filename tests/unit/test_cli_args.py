@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import cli
+from ledgerlens import cli, inputs
 from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
 from ledgerlens.errors import SourceError
 
@@ -338,8 +338,7 @@ def test_report_parameters_and_calls(
         "s3_endpoint": "",
         "bucket": "b",
         "out_dir": str(staging),
-        "min_orphan_age": "",
-        "retention_grace": "",
+        **{t: "" for t in inputs.THRESHOLDS},
         "as_of": "1700000000000",
         "spark_master": "",
         "ledgers_root": "",

@@ -277,6 +277,11 @@ def deleter_config(args: argparse.Namespace) -> Any:
     from ledgerlens.deletion.verify import Roots
 
     state = _sandbox_state(args.sandbox)
+    for flag, hosts in [("--bookkeeper-zookeeper", args.bookkeeper_zookeeper)] + [
+        ("--reference-store", h) for h in args.reference_store
+    ]:
+        if hosts:
+            contexts.check_connect_string("metadata.zookeeper", hosts, flag)
     settings = contexts.resolve(
         getattr(args, "context", None),
         flags={
