@@ -8,6 +8,8 @@ What it removes:
 - userinfo in URLs: ``https://KEY:SECRET@host`` -> ``https://***@host`` (any scheme);
 - values of secret-looking keys in ``key=value``, ``"key": "value"`` (JSON, Python reprs),
   ``key: value`` and HTTP header forms (``Authorization: ...``, ``X-Amz-Security-Token: ...``);
+  in notebooks (``redact_notebook``) also the string values of secret-looking keys of their data
+  (``metadata.papermill.parameters``, recorded JSON), where no text surrounds the value;
 - bearer tokens and JSON web tokens (Pulsar token authentication);
 - ZooKeeper digest credentials: ``digest:user:password`` / ``digest user:password`` -> ``user:***``;
 - the value of every secret-looking environment variable (``AWS_SECRET_ACCESS_KEY``,
@@ -88,6 +90,9 @@ RULES: tuple[tuple[str, str], ...] = (
     (r"(?i)\b(digest\b[\s:=,'\"]*)([^\s:'\",;]+):[^\s'\",;)}\]]+", r"\1\2:" + MASK),
 )
 _COMPILED = tuple((re.compile(p), r) for p, r in RULES)
+# A key (a notebook parameter's name, a JSON field) whose value is a credential: the same names as
+# the ``"key": "value"`` rule above.
+_SECRET_KEY = re.compile(r"(?i)[\w.\-]*(?:" + _KEY_WORDS + "|" + _HEADERS + r")[\w.\-]*")
 # Rules safe inside program text (inline JavaScript such as plotly.js): ``key=value`` and
 # ``key: value`` would rewrite assignments like ``x.withCredentials=...`` and break the script.
 _CODE_SAFE = tuple(c for i, c in enumerate(_COMPILED) if i not in (4, 5))
@@ -120,6 +125,18 @@ def register_secret(value: str) -> None:
         _REGISTERED.add(value)
 
 
+def literal_secrets(env: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The values ``redact`` removes wherever they appear: those of the secret environment variables
+    (``secret_values``) and the registered ones (``register_secret``)."""
+    return frozenset(secret_values(env).values()) | frozenset(_REGISTERED)
+
+
+def secret_key(name: object) -> bool:
+    """True for a key whose value is a credential (``s3_secret_key``, ``adminToken``, ``Authorization``):
+    the key names whose values the ``"key": "value"`` rule masks in text."""
+    return isinstance(name, str) and _SECRET_KEY.fullmatch(name) is not None
+
+
 def leaked_names(text: str, env: Mapping[str, str] | None = None) -> list[str]:
     """Names (never values) of the secret environment variables whose value appears in ``text``."""
     return sorted(k for k, v in secret_values(env).items() if v in text)
@@ -133,7 +150,7 @@ def redact(text: str, env: Mapping[str, str] | None = None, *, code: bool = Fals
     """
     if not text:
         return text
-    for value in sorted(set(secret_values(env).values()) | _REGISTERED, key=len, reverse=True):
+    for value in sorted(literal_secrets(env), key=len, reverse=True):
         text = text.replace(value, MASK)
     for pattern, replacement in _CODE_SAFE if code else _COMPILED:
         text = pattern.sub(replacement, text)
@@ -158,7 +175,7 @@ def _is_json_mime(mime: str) -> bool:
 
 def _redact_value(value: Any, mime: str, env: Mapping[str, str] | None) -> Any:
     if _is_json_mime(mime):  # data, not text split into lines: a list of strings stays a list
-        return redact_obj(value, env)
+        return redact_obj(value, env, by_key=True)
     if isinstance(value, list) and all(isinstance(v, str) for v in value) and value:
         joined = "".join(value)
         return _redact_value(joined, mime, env).splitlines(keepends=True)
@@ -170,8 +187,10 @@ def _redact_value(value: Any, mime: str, env: Mapping[str, str] | None) -> Any:
         return redact(value, env)
     if isinstance(value, Mapping):
         return {
-            (redact(k, env) if isinstance(k, str) else k): _redact_value(
-                v, str(k) if "/" in str(k) else mime, env
+            (redact(k, env) if isinstance(k, str) else k): (
+                MASK
+                if isinstance(v, str) and v and secret_key(k)
+                else _redact_value(v, str(k) if "/" in str(k) else mime, env)
             )
             for k, v in value.items()
         }
@@ -184,6 +203,8 @@ def redact_notebook(nb: Mapping[str, Any], env: Mapping[str, str] | None = None)
     """A notebook (its JSON as dicts) with every source, output and metadata string redacted.
 
     Multi-line strings are redacted whole; ``text/html`` outputs keep their inline scripts working.
+    A string value under a secret-looking key (``secret_key``: papermill's record of the parameters,
+    ``metadata.papermill.parameters``, recorded JSON) is masked whole.
     """
     return dict(_redact_value(nb, "", env))
 
@@ -193,14 +214,24 @@ def redact_nullable(text: str | None, env: Mapping[str, str] | None = None) -> s
     return None if text is None else redact(text, env)
 
 
-def redact_obj(obj: Any, env: Mapping[str, str] | None = None) -> Any:
-    """``obj`` (JSON-like: dicts, lists, strings) with every string, key included, redacted."""
+def redact_obj(obj: Any, env: Mapping[str, str] | None = None, *, by_key: bool = False) -> Any:
+    """``obj`` (JSON-like: dicts, lists, strings) with every string, key included, redacted.
+
+    ``by_key=True``: a string value under a secret-looking key (``secret_key``) is masked whole too.
+    """
     if isinstance(obj, str):
         return redact(obj, env)
     if isinstance(obj, Mapping):
-        return {(redact(k, env) if isinstance(k, str) else k): redact_obj(v, env) for k, v in obj.items()}
+        return {
+            (redact(k, env) if isinstance(k, str) else k): (
+                MASK
+                if by_key and isinstance(v, str) and v and secret_key(k)
+                else redact_obj(v, env, by_key=by_key)
+            )
+            for k, v in obj.items()
+        }
     if isinstance(obj, list | tuple):
-        return [redact_obj(v, env) for v in obj]
+        return [redact_obj(v, env, by_key=by_key) for v in obj]
     return obj
 
 

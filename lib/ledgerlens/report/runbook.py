@@ -8,6 +8,9 @@
 Credentials never appear in a report: the executed notebook and the HTML pass through
 ``ledgerlens.redact.redact`` before they are written (URL userinfo, tokens, keys, the values of
 secret environment variables); ``check_no_secrets`` refuses runbook parameters that hold a secret.
+papermill itself, however it is run (the ``papermill`` command, ``papermill.execute_notebook``),
+writes every notebook redacted: ``ledgerlens.report.papermill_redact``, loaded through papermill's
+``papermill.io`` entry points.
 """
 
 from __future__ import annotations
@@ -167,6 +170,9 @@ def execute_runbook(
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
+    from ledgerlens.report.papermill_redact import install
+
+    install()  # loaded by papermill's entry points already, unless ledgerlens' metadata is stale
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     check_no_secrets(json.dumps(dict(parameters), default=str), "runbook parameters")
