@@ -150,6 +150,7 @@ def approve(
         "as_of_ms": plan.get("as_of_ms"),
         "cluster_name": plan.get("cluster_name"),
         "deleted_tenants": list(plan.get("deleted_tenants") or []),
+        "pulsar_stores": list(plan.get("pulsar_stores") or []),
         "items": items,
     }
     body["approval_id"] = sha256_hex(canonical(body))
@@ -198,9 +199,13 @@ _APPROVAL_BODY_KEYS = (
 )
 
 
+_APPROVAL_LATER_KEYS = ("pulsar_stores",)  # hashed when present: older approvals stay valid
+
+
 def approval_id(record: Mapping[str, Any]) -> str:
     """The id an approval record must carry: SHA-256 over its canonical body."""
-    return sha256_hex(canonical({k: record.get(k) for k in _APPROVAL_BODY_KEYS}))
+    keys = _APPROVAL_BODY_KEYS + tuple(k for k in _APPROVAL_LATER_KEYS if k in record)
+    return sha256_hex(canonical({k: record.get(k) for k in keys}))
 
 
 def approvals_in(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -367,6 +367,17 @@ def cmd_deleter(args: argparse.Namespace) -> int:
         print("  " + ", ".join(f"{k} {n}" for k, n in sorted(r.outcomes.items())), file=sys.stderr)
 
     report = Deleter(cfg, Journal(args.journal), metrics, progress=progress).run()
+    if report.signal is not None:  # the batch in hand finished; the rest stays in the subscription
+        import signal
+
+        term = report.signal == signal.SIGTERM
+        done = ", ".join(f"{k} {n}" for k, n in sorted(report.outcomes.items())) or "nothing done"
+        print(
+            f"ledgerlens deleter: {'terminated' if term else 'interrupted'} after {report.messages} messages "
+            f"({done}); the others stay in the subscription",
+            file=sys.stderr,
+        )
+        return 143 if term else 130
     verb = "did" if cfg.execute else "would do"
     print(f"{report.messages} messages in {report.seconds:.1f} s; {verb}:")
     for k, n in sorted(report.outcomes.items()):

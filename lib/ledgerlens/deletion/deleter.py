@@ -97,6 +97,7 @@ class DeleterReport:
     would: list[dict[str, Any]] = field(default_factory=list)
     messages: int = 0
     seconds: float = 0.0
+    signal: int | None = None  # SIGINT or SIGTERM that stopped the run (after its batch)
 
 
 @dataclass
@@ -287,6 +288,7 @@ class Deleter:
             w.approval_id = str(approval["approval_id"])
             w.detail["deleted_tenants"] = approval.get("deleted_tenants") or []
             w.detail["cluster_name"] = approval.get("cluster_name")
+            w.detail["pulsar_stores"] = approval.get("pulsar_stores") or []
             work.append(w)
         zk, bk, s3 = self._stores()
         try:
@@ -346,8 +348,13 @@ class Deleter:
             return {}
         old: dict[int, Any] = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
-            old[sig] = signal.signal(sig, lambda *_: self.stop())
+            old[sig] = signal.signal(sig, self._on_signal)
         return old
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        """Finish the batch in hand (its journal lines and acknowledgements), then stop."""
+        self.report.signal = self.report.signal or signum
+        self.stop()
 
     @staticmethod
     def _restore(old: Mapping[int, Any]) -> None:
@@ -456,9 +463,19 @@ class Deleter:
             w.item, w.approval_id = item, str(approval["approval_id"])
             w.detail["deleted_tenants"] = approval.get("deleted_tenants") or []
             w.detail["cluster_name"] = approval.get("cluster_name")
+            w.detail["pulsar_stores"] = approval.get("pulsar_stores") or []
         return out
 
     def _verify(self, work: Sequence[_Work], reader: v.LiveReader, s3: Any) -> None:
+        reads = 1 + len({h for h in self.cfg.pulsar_stores if h != self.cfg.zookeeper})
+        for w in work:  # a store the plan's audit read and this deleter does not: blind to its references
+            stores = w.detail.get("pulsar_stores") or []
+            if w.outcome is None and w.item is not None and len(stores) > reads:
+                w.outcome = v.UNPROVABLE
+                w.reason = (
+                    f"the plan's audit read {len(stores)} Pulsar metadata stores, this deleter {reads}: "
+                    "name the others with --reference-store"
+                )
         todo = [w for w in work if w.outcome is None and w.item is not None]
         index = (
             self.scanner.current()
@@ -495,6 +512,11 @@ class Deleter:
                         deleted_tenants=deleted,
                         max_in_flight=self.cfg.s3.max_in_flight,
                         index=index,
+                        topic_listed=(
+                            v.admin_topic_lister(self.cfg.web_url, self._token())
+                            if self.cfg.web_url
+                            else None
+                        ),
                     )
                     for w, (verdict, keys) in zip(group, res, strict=True):
                         self._apply(w, verdict, keys)

@@ -693,6 +693,10 @@ def build_plan(
         "findings": {"dir": str(audit.out_dir.resolve()), "sha256": audit.findings_sha256},
         "cluster_name": audit.summary.get("cluster_name"),
         "deleted_tenants": deleted,
+        # the Pulsar metadata stores the audit read: the deleter must read as many for references
+        "pulsar_stores": [
+            str(p.get("location")) for p in (audit.summary.get("sources") or {}).get("pulsar") or []
+        ],
         "kinds": list(wanted),
         "filters": [str(f) for f in flt],
         "totals": totals,

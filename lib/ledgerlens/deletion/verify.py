@@ -42,7 +42,7 @@ topic (``load_topic``)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -461,8 +461,13 @@ def verify_objects(
     deleted_tenants: Iterable[str] = (),
     max_in_flight: int = 16,
     index: ReferenceIndex | None = None,
+    topic_listed: Callable[[str], bool | Exception] | None = None,
 ) -> list[tuple[Verdict, list[str]]]:
-    """Verdicts for approved ``delete_object`` items, with the keys still present (to delete)."""
+    """Verdicts for approved ``delete_object`` items, with the keys still present (to delete).
+
+    ``topic_listed`` (managed ledger -> whether the admin API lists its topic): with it, an only copy
+    is deleted only when the admin API does not list the topic either (:func:`admin_topic_lister`).
+    """
     from concurrent.futures import ThreadPoolExecutor
 
     deleted = set(deleted_tenants)
@@ -561,7 +566,12 @@ def verify_objects(
                 (Verdict(RETRY, f"ledger {lid}: cannot read its BookKeeper metadata ({_err(bk)})"), [])
             )
             continue
-        exists = info["exists"] or (index is not None and ml in index.managed_ledgers)
+        exists: bool | Exception = info["exists"] or (index is not None and ml in index.managed_ledgers)
+        if not bk and not exists and topic_listed is not None:
+            exists = topic_listed(ml)
+        if isinstance(exists, Exception):
+            out.append((Verdict(RETRY, f"admin API: cannot list the topics of {ml} ({_err(exists)})"), []))
+            continue
         if not bk and exists:
             what = f"ledger {lid}'s" if lid is not None else "a PIP-76 segment's"
             node = f"{reader.roots.managed_ledgers}/{ml}"
@@ -579,6 +589,38 @@ def verify_objects(
             continue
         out.append((Verdict(DELETE, "unreferenced and unchanged", {"keys": keys}), keys))
     return out
+
+
+def admin_topic_lister(web_url: str, token: str | None = None) -> Callable[[str], bool | Exception]:
+    """Managed ledger -> whether the admin API lists its topic (one request per namespace, cached by
+    the returned function; 404: the namespace is gone, so is the topic)."""
+    import urllib.error
+
+    from ledgerlens.deletion.status import rest
+    from ledgerlens.formats.names import managed_ledger_to_topic
+
+    listed: dict[str, set[str] | Exception] = {}
+
+    def topic_listed(ml: str) -> bool | Exception:
+        try:
+            topic = managed_ledger_to_topic(ml)
+        except LedgerLensError as e:
+            return e
+        domain, rest_of = topic.split("://", 1)
+        ns = "/".join(rest_of.split("/")[:2])
+        if ns not in listed:
+            try:
+                listed[ns] = set(
+                    rest(web_url, "GET", f"/admin/v2/{domain}/{ns}", timeout=10, token=token) or []
+                )
+            except urllib.error.HTTPError as e:
+                listed[ns] = set() if e.code == 404 else e
+            except (OSError, ValueError) as e:
+                listed[ns] = e
+        got = listed[ns]
+        return got if isinstance(got, Exception) else topic in got
+
+    return topic_listed
 
 
 def verify_loads(
