@@ -62,6 +62,18 @@ def quiet() -> None:
     for category in (DeprecationWarning, FutureWarning, UserWarning, ResourceWarning):
         warnings.filterwarnings("ignore", category=category)
     warnings.filterwarnings("ignore", module="pyspark")
+    # py4j reports an interrupted call with logging.exception() on the root logger: a traceback on
+    # the console (or in a runbook kernel's stderr) where one line says the run was interrupted
+    root = logging.getLogger()
+    if not any(isinstance(f, _Py4jRootRecords) for f in root.filters):
+        root.addFilter(_Py4jRootRecords())
+
+
+class _Py4jRootRecords(logging.Filter):
+    """Drops records py4j logs on the root logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 def quiet_notebook() -> None:

@@ -181,3 +181,69 @@ def test_many_runs_started_together_never_mix(planted, tmp_path, seed) -> None: 
     out = tmp_path / "out"
     for _ in range(4):
         _race(planted, out, rng.random() * 3)
+
+
+def _children(pid: int) -> list[int]:
+    ps = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(x) for x in ps.stdout.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def test_interrupted_report_ends_in_one_line_and_leaves_nothing(planted, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C of ``ledgerlens report`` while its runbook's kernel runs Spark: the kernel (a process
+    group of its own) is interrupted and shut down too, and its libraries print no traceback."""
+    _truth, args = planted
+    out = tmp_path / "rep"
+    proc = _start(["report", *args, "--out", str(out)])
+    deadline = time.monotonic() + 300
+    kernels: list[int] = []
+    while not list(out.glob(".ledgerlens-staging-*/inventory")):  # the kernel's Spark is writing
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the runbook never reached the collection"
+        kernels = _children(proc.pid) or kernels
+        time.sleep(0.2)
+    kernels = _children(proc.pid) or kernels
+    assert kernels, "no kernel process seen"
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=120)
+    assert time.monotonic() - t0 < 60
+    assert proc.returncode == 130, (stdout, stderr)
+    assert stderr.splitlines()[-1] == "ledgerlens report: interrupted"
+    assert "Traceback" not in stderr and "ERROR" not in stderr, stderr
+    time.sleep(3)
+    assert _group_alive(proc.pid) == [] and not [k for k in kernels if _alive(k)]
+    assert not out.exists() or [p.name for p in out.iterdir()] == []  # nothing published, no staging
+
+
+def test_interrupted_lab_ends_in_one_line_and_leaves_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C of ``ledgerlens lab``: JupyterLab and its kernels stop, the command ends in one line."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _start(["lab", "--workdir", str(tmp_path / "lab"), "--no-browser", "--port", str(port)])
+    deadline = time.monotonic() + 120
+    while True:  # JupyterLab answers
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "JupyterLab never listened"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert stderr.splitlines()[-1] == "ledgerlens lab: interrupted" and "Traceback" not in stderr
+    time.sleep(2)
+    assert _group_alive(proc.pid) == []
