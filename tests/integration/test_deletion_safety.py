@@ -261,7 +261,7 @@ def mutate(c: Cluster, cell: Cell, what: str) -> None:
     elif what == "ref_cursor" and zk.exists(ml) and zk.exists(f"{ml}/sub2") is None:
         cur = mlpb.ManagedCursorInfo(cursorsLedgerId=o1, markDeleteLedgerId=-1, markDeleteEntryId=-1)
         zk.create(f"{ml}/sub2", cur.SerializeToString())
-    elif what == "ref_schema":
+    elif what == "ref_schema" and zk.exists(f"/schemas/{cell.tenant}/{NS}/live") is None:
         loc = sspb.SchemaLocator()
         loc.info.version, loc.info.position.ledgerId, loc.info.position.entryId, loc.info.hash = (
             0,
@@ -348,7 +348,7 @@ def run_scenario(
     """Apply ``changes`` (per cell), audit afresh, execute; assert the invariant; outcome counts."""
     for cell, whats in zip(c.cells, changes, strict=False):
         # a node made unreadable last: nothing else of the test could read or remove it afterwards
-        for what in sorted(whats, key=lambda w: w == "noauth_ml"):
+        for what in sorted(dict.fromkeys(whats), key=lambda w: w == "noauth_ml"):  # each once
             mutate(c, cell, what)
     findings = c.audit(spark, work / "audit-1")
     before_ledgers, before_objects = c.state()

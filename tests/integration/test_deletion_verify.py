@@ -158,3 +158,42 @@ def test_object_verdicts(chroot_zk: Any, s3_server: Any, bucket: str, tmp_path: 
     zk.delete(f"/managed-ledgers/{ML}")
     again = v.verify_objects(items[3:4], reader, s3, bucket=bucket, cluster_name="ours")
     assert again[0][0].decision == v.DELETE
+
+
+def test_reference_index_is_read_again_before_it_is_too_old(chroot_zk: Any) -> None:
+    """Past half its age bound the index is read again in the background; an index is never used
+    older than the bound; a reference made after one read is in the next."""
+    import time
+
+    from ledgerlens.deletion.references import ReferenceScanner
+
+    zk = chroot_zk
+    info = mlpb.ManagedLedgerInfo()
+    info.ledgerInfo.add(ledgerId=7, entries=1, size=1, timestamp=1)
+    zk.create(f"/managed-ledgers/{ML}", info.SerializeToString(), makepath=True)
+    zk.ensure_path("/admin/policies/ll-app")
+    scans: list[Any] = []
+    scanner = ReferenceScanner([zk], max_age_s=2.0, on_scan=scans.append)
+    first = scanner.current()
+    assert set(first.ledgers) == {7} and first.ledgers[7] == f"/managed-ledgers/{ML} (ledger list)"
+    assert first.tenants == {"ll-app"} and first.managed_ledgers == {ML: "/managed-ledgers"}
+    info.ledgerInfo.add(ledgerId=8, entries=1, size=1, timestamp=2)
+    zk.set(f"/managed-ledgers/{ML}", info.SerializeToString())
+    time.sleep(1.2)
+    assert scanner.current() is first  # still young enough: used while a new read runs
+    deadline = time.monotonic() + 10
+    while scanner.current() is first:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    second = scanner.current()
+    assert set(second.ledgers) == {7, 8} and len(scans) == 2
+    time.sleep(2.1)
+    assert scanner.current().age() <= 2.0  # too old: the caller waited for a fresh read
+    zk.set(f"/managed-ledgers/{ML}", b"")  # emptied by an edit: its references are unknown now
+    time.sleep(2.1)
+    emptied = scanner.current()
+    assert ML in emptied.unprovable and "emptied" in emptied.unprovable[ML]
+    assert (
+        emptied.unprovable_for([ML]) is not None
+        and emptied.unprovable_for(["ll-app/ns/persistent/x"]) is None
+    )

@@ -142,31 +142,36 @@ def scan_references(
         idx.unprovable[str(row["managed_ledger"])] = f"{row['path']}: {row['error']}"
     cursor_paths: dict[str, tuple[str, str]] = {}
     by_path = {f"{mlroot}/{n}": n for n in names}
-    for r in reader.read(list(by_path), data=True, children=True):
-        ml = by_path[r.path]
+    # data and children in two passes: each batches into multiRead requests (one op kind a request)
+    datas = {r.path: r for r in reader.get(list(by_path))}
+    kids = {r.path: r for r in reader.children(list(by_path))}
+    for path, ml in by_path.items():
+        if path not in datas:
+            continue  # deleted between the listing and the read: references nothing
+        r = datas[path]
         idx.managed_ledgers[ml] = mlroot
-        if r.error is not None and r.data is None:
-            idx.unprovable[ml] = f"{r.path}: cannot read ({_problem(r.error)})"
+        if r.error is not None:
+            idx.unprovable[ml] = f"{path}: cannot read ({_problem(r.error)})"
             continue
         try:
-            rec = mlf.decode_managed_ledger(r.data or b"", path=r.path)
+            rec = mlf.decode_managed_ledger(r.data or b"", path=path)
         except LedgerLensError as e:
-            idx.unprovable[ml] = f"{r.path}: does not decode ({e})"
+            idx.unprovable[ml] = f"{path}: does not decode ({e})"
             continue
         version = int(r.stat.version) if r.stat is not None else None
         if refs.is_emptied(rec, version):
-            idx.unprovable[ml] = f"{r.path}: emptied (0 bytes, rewritten at znode version {version})"
+            idx.unprovable[ml] = f"{path}: emptied (0 bytes, rewritten at znode version {version})"
         for ref in refs.managed_ledger_references(rec):
-            _first(idx.ledgers, ref.ledger_id, f"{r.path} (ledger list)")
+            _first(idx.ledgers, ref.ledger_id, f"{path} (ledger list)")
         for u in refs.offload_uuids(rec):
-            _first(idx.uuids, u, r.path)
-        if r.children is None:
-            idx.unprovable[ml] = (
-                f"{r.path}: cannot list cursors ({_problem(r.error or Exception('unknown'))})"
-            )
+            _first(idx.uuids, u, path)
+        k = kids.get(path)
+        if k is None or k.error is not None or k.children is None:
+            why = _problem(k.error) if k is not None and k.error is not None else "vanished"
+            idx.unprovable[ml] = f"{path}: cannot list cursors ({why})"
             continue
-        for c in sorted(r.children):
-            cursor_paths[f"{r.path}/{c}"] = (ml, c)
+        for c in sorted(k.children):
+            cursor_paths[f"{path}/{c}"] = (ml, c)
     for r in reader.get(list(cursor_paths)):
         ml, node = cursor_paths[r.path]
         if r.error is not None:
@@ -224,8 +229,12 @@ def _cursor_name(node: str) -> str:
 
 
 class ReferenceScanner:
-    """The deleter's current :class:`ReferenceIndex` over its Pulsar stores, read again when older
-    than ``max_age_s`` (one read at a time; workers wait for it)."""
+    """The deleter's current :class:`ReferenceIndex` over its Pulsar stores.
+
+    :meth:`current` returns an index whose read began at most ``max_age_s`` ago. Past half that age
+    a new read starts in the background while the workers keep the current one; only an index
+    older than ``max_age_s`` (or none yet) makes them wait for the new one.
+    """
 
     def __init__(
         self,
@@ -245,19 +254,51 @@ class ReferenceScanner:
         self.on_scan = on_scan  # called with each new index (journal, progress)
         self._index: ReferenceIndex | None = None
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._reading = False
+        self._error: BaseException | None = None
         self.scans = 0
 
     def current(self) -> ReferenceIndex:
-        """An index whose read began at most ``max_age_s`` ago."""
-        with self._lock:
-            if self._index is None or self._index.age() > self.max_age_s:
-                self._index = self._scan()
-            return self._index
+        """An index whose read began at most ``max_age_s`` ago (waits for one when needed)."""
+        with self._changed:
+            while True:
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    raise error
+                idx = self._index
+                if idx is not None and idx.age() <= self.max_age_s:
+                    if idx.age() > self.max_age_s / 2:
+                        self._start_read()
+                    return idx
+                self._start_read()
+                self._changed.wait(timeout=1.0)
+
+    def _start_read(self) -> None:  # under the lock
+        if not self._reading:
+            self._reading = True
+            threading.Thread(target=self._read, name="reference-scan", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            idx = self._scan()
+            with self._changed:
+                self._index = idx
+        except BaseException as e:  # noqa: BLE001 - handed to the workers waiting for an index
+            with self._changed:
+                self._error = e
+        finally:
+            with self._changed:
+                self._reading = False
+                self._changed.notify_all()
 
     def _scan(self) -> ReferenceIndex:
         idx: ReferenceIndex | None = None
+        multi = max(1, min(100, self.max_in_flight // 4))  # multiRead batches, as the audit's scan
         for client in self.clients:
-            reader = PipelinedReader(client, max_in_flight=self.max_in_flight, rate_limit=self.rate_limit)
+            reader = PipelinedReader(
+                client, max_in_flight=self.max_in_flight, rate_limit=self.rate_limit, multi_read=multi
+            )
             idx = scan_references(reader, self.roots, into=idx)
         assert idx is not None
         self.scans += 1
