@@ -10,13 +10,9 @@ rules of the context: a shared bucket with no Pulsar cluster name is flagged.
 
 from __future__ import annotations
 
-import json
 import os
-import ssl
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -175,29 +171,19 @@ def _bucket(settings: Settings, timeout_s: float) -> Callable[[float], tuple[str
 
 
 def _admin(settings: Settings, timeout_s: float) -> Callable[[float], tuple[str, dict[str, Any]]]:
+    """``GET /admin/v2/clusters`` as the audit's preflight does it (``preflight.admin_clusters``:
+    the admin source's token reference and TLS settings, one line per failure)."""
+
     def probe(deadline: float) -> tuple[str, dict[str, Any]]:
-        url = str(settings["pulsar.admin-url"]).rstrip("/") + "/admin/v2/clusters"
-        headers = {"Accept": "application/json"}
-        token = settings.admin_token()
-        if token is not None:
-            headers["Authorization"] = "Bearer " + token.read()
-        context = None
-        if url.startswith("https"):
-            context = ssl.create_default_context(cafile=settings["auth.tls-trust-certs-file"] or None)
-            if settings["auth.tls-cert-file"]:
-                context.load_cert_chain(settings["auth.tls-cert-file"], settings["auth.tls-key-file"] or None)
-        request = urllib.request.Request(url, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=timeout_s, context=context) as resp:  # noqa: S310
-                body = resp.read()
-        except urllib.error.HTTPError as e:
-            raise _Failed(f"{url}: HTTP {e.code} {e.reason}") from None
-        except Exception as e:  # URLError, timeouts, TLS errors
-            raise _Failed(f"{url}: {_error_text(getattr(e, 'reason', e))}") from None
-        try:
-            clusters = [str(c) for c in json.loads(body)]
-        except (ValueError, TypeError):
-            raise _Failed(f"{url}: not a Pulsar admin answer (expected a JSON list of clusters)") from None
+        from dataclasses import replace
+
+        from ledgerlens.preflight import ADMIN_PROBE_PATH, admin_clusters
+        from ledgerlens.sources.admin import parse_admin_url
+
+        api = settings.admin_api()
+        api = replace(api, url=parse_admin_url(api.url))
+        url = api.url + ADMIN_PROBE_PATH
+        clusters = admin_clusters(api, timeout_s=max(0.5, deadline - time.monotonic()))
         name = settings["pulsar.cluster-name"]
         if name and name not in clusters:
             raise _Failed(f"{url}: cluster {name!r} is not among this broker's clusters {clusters}")

@@ -11,6 +11,9 @@ root instead of paging. Thresholds: docs/audit-rules.md, "Plausibility gates".
   ledgers root has the nodes every BookKeeper cluster writes (``LAYOUT``, written by the first
   client, and ``available``, where bookies register; not ``INSTANCEID``: only ``initnewcluster``
   writes it, and a Pulsar standalone never does); the managed-ledger root exists.
+- ``check_admin_structure`` (before Spark, through a Pulsar admin API: ``--source admin``,
+  ``admin:URL`` stores): counts its tenants, namespaces and topics (the managed ledgers it would
+  read), so that the bucket gate below judges it as it judges a metadata store.
 - ``check_inventory`` (after collection): no managed ledgers next to a non-empty bucket or
   Pulsar ledgers in BookKeeper is refused.
 - ``wrong_root_suspicion`` (after the rules): more than ``MISSING_SHARE`` of the referenced
@@ -19,7 +22,7 @@ root instead of paging. Thresholds: docs/audit-rules.md, "Plausibility gates".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ledgerlens.config import ZooKeeperSource
@@ -165,6 +168,82 @@ def judge_structure(
                 f"metadata (or it never had a topic); check the chroot in {option}{_override(False)}"
             )
     return seen
+
+
+def check_admin_structure(
+    get: Callable[[str], Any],
+    where: str,
+    *,
+    concurrency: int = 8,
+    allow_empty_metadata: bool = False,
+) -> dict[str, Any]:
+    """What a Pulsar admin API holds, as the admin source reads it: its tenants
+    (``/admin/v2/tenants``), their namespaces and each namespace's persistent topics with system
+    topics (the managed ledgers of its metadata store). ``get(endpoint)``: the parsed answer, None
+    for 404, ``SourceError`` otherwise (``preflight.admin_get``: bounded by one deadline).
+
+    Returns what was seen (``judge_structure``'s keys: ``managed_ledger_tenants`` the tenants with
+    at least one topic, for the bucket gate of ``preflight``), and ``tenants``, ``namespaces``,
+    ``topics``. Counting stops at the deadline: then the counts are lower bounds (``complete``
+    false) and ``managed_ledger_tenants`` is None when no topic was seen yet (the gate is left to
+    ``check_inventory`` after collection). A refusal (401 / 403) is an error: the collection needs
+    these listings.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ledgerlens.sources.admin import AdminAuthError, _ns_api, _q
+
+    counts = {"tenants": 0, "namespaces": 0, "topics": 0}
+    with_topics: set[str] = set()
+    complete = True
+
+    def listing(endpoint: str, *, vanishes: bool = True) -> list[str] | None:
+        """The names listed at ``endpoint``; [] for a tenant or namespace deleted meanwhile (404,
+        ``vanishes``); None (and the counts incomplete) for what did not answer in time."""
+        nonlocal complete
+        try:
+            found = get(endpoint)
+        except AdminAuthError:
+            raise
+        except SourceError:  # slow or failing: the collection, with its retries, will tell
+            found = None
+            vanishes = False
+        if isinstance(found, list):
+            return [str(x) for x in found]
+        if found is None and vanishes:
+            return []
+        complete = False
+        return None
+
+    tenants = listing("/admin/v2/tenants", vanishes=False)
+    if tenants is not None:
+        counts["tenants"] = len(tenants)
+        with ThreadPoolExecutor(max(1, concurrency)) as pool:
+            found = pool.map(lambda t: listing(f"/admin/v2/namespaces/{_q(t)}"), sorted(tenants))
+            namespaces = sorted(ns for names in found for ns in (names or ()))
+            counts["namespaces"] = len(namespaces)
+            endpoints = [
+                _ns_api(ns).format(kind="persistent") + "?includeSystemTopic=true" for ns in namespaces
+            ]
+            for ns, topics in zip(namespaces, pool.map(listing, endpoints), strict=True):
+                persistent = [t for t in topics or () if t.startswith("persistent://")]
+                counts["topics"] += len(persistent)
+                if persistent:
+                    with_topics.add(ns.split("/", 1)[0])
+    seen = judge_structure(
+        where,
+        chroot="",
+        chroot_exists=True,
+        ledgers_root=None,
+        ledgers_root_exists=None,
+        ledgers_root_nodes=None,
+        managed_ledgers_root="/admin/v2/tenants",
+        managed_ledgers_root_exists=True,
+        managed_ledger_tenants=len(with_topics) if complete or with_topics else None,
+        allow_empty_metadata=allow_empty_metadata,
+        option="--admin-url",
+    )
+    return {**seen, **counts, "complete": complete}
 
 
 MANAGED = "managed_ledgers"  # the look of managed_ledger_look

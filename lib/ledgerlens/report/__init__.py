@@ -12,39 +12,91 @@ The names below are the stable API notebooks use as ``report.<name>``.
 
 from __future__ import annotations
 
-from ledgerlens.report.context import audit_context, report_title
-from ledgerlens.report.explanations import EXPLAINERS, Explanation, explain, rule_link
-from ledgerlens.report.html import (
-    banner_html,
-    context_html,
-    context_markdown,
-    error_html,
-    evidence_html,
-    finding_detail_html,
-    findings_html,
-    findings_table_html,
-    header_html,
-    rules_html,
-    severity_rank,
-    summary_markdown,
-    top_findings,
-)
-from ledgerlens.report.runbook import (
-    INSTRUCTIONS_TAG,
-    RECORD_KEY,
-    ReportError,
-    SecretLeakError,
-    check_no_secrets,
-    execute_runbook,
-    external_scripts,
-    live_kernel,
-    read_recorded,
-    record,
-    redact_notebook_file,
-    relocate_notebook,
-    secret_values,
-    to_html,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ledgerlens.report.context import audit_context, report_title
+    from ledgerlens.report.explanations import EXPLAINERS, Explanation, explain, rule_link
+    from ledgerlens.report.html import (
+        banner_html,
+        context_html,
+        context_markdown,
+        error_html,
+        evidence_html,
+        finding_detail_html,
+        findings_html,
+        findings_table_html,
+        header_html,
+        rules_html,
+        severity_rank,
+        summary_markdown,
+        top_findings,
+    )
+    from ledgerlens.report.runbook import (
+        INSTRUCTIONS_TAG,
+        RECORD_KEY,
+        ReportError,
+        SecretLeakError,
+        check_no_secrets,
+        execute_runbook,
+        external_scripts,
+        live_kernel,
+        read_recorded,
+        record,
+        redact_notebook_file,
+        relocate_notebook,
+        secret_values,
+        to_html,
+    )
+
+# name -> the module that defines it: loaded on first use, so that a command importing one module of
+# this package (``ledgerlens.report.text`` for the console) does not load pandas and plotly
+_EXPORTS: dict[str, str] = {
+    "EXPLAINERS": "explanations",
+    "Explanation": "explanations",
+    "INSTRUCTIONS_TAG": "runbook",
+    "RECORD_KEY": "runbook",
+    "ReportError": "runbook",
+    "SecretLeakError": "runbook",
+    "audit_context": "context",
+    "banner_html": "html",
+    "check_no_secrets": "runbook",
+    "context_html": "html",
+    "context_markdown": "html",
+    "error_html": "html",
+    "evidence_html": "html",
+    "execute_runbook": "runbook",
+    "explain": "explanations",
+    "external_scripts": "runbook",
+    "finding_detail_html": "html",
+    "findings_html": "html",
+    "findings_table_html": "html",
+    "header_html": "html",
+    "live_kernel": "runbook",
+    "read_recorded": "runbook",
+    "record": "runbook",
+    "redact_notebook_file": "runbook",
+    "relocate_notebook": "runbook",
+    "report_title": "context",
+    "rule_link": "explanations",
+    "rules_html": "html",
+    "secret_values": "runbook",
+    "severity_rank": "html",
+    "summary_markdown": "html",
+    "to_html": "runbook",
+    "top_findings": "html",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "EXPLAINERS",

@@ -50,7 +50,7 @@ from ledgerlens.formats.names import decode_component, encode_component, split_t
 from ledgerlens.sources.base import PULSAR_STAGES, InventorySource, Row
 from ledgerlens.sources.zookeeper import RateLimiter, _name_columns, policy_row
 
-__all__ = ["AdminApi", "AdminClient", "AdminSource", "parse_admin_url"]
+__all__ = ["AdminApi", "AdminAuthError", "AdminClient", "AdminSource", "parse_admin_url"]
 
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-\d+$")
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -66,6 +66,10 @@ def parse_admin_url(text: str) -> str:
     if p.username or p.password or p.query:
         raise ConfigError(f"admin URL {p.scheme}://{p.hostname}: no credentials or query in the URL")
     return url
+
+
+class AdminAuthError(SourceError):
+    """The admin API refused the request (HTTP 401 / 403): the token or its permissions."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,13 @@ class AdminClient:
         self.requests = 0
         self.retried = 0
 
+    def fetch(self, endpoint: str, timeout_s: float) -> bytes:
+        """The body of one ``GET endpoint`` (path and query), no retry: urllib's errors as they are
+        (``HTTPError``, ``URLError``, timeouts). ``get`` retries it; the preflight probe bounds it."""
+        req = urllib.request.Request(self.api.url + endpoint, headers=self._headers)
+        with urllib.request.urlopen(req, timeout=timeout_s, context=self._ssl) as resp:
+            return bytes(resp.read())
+
     def get(self, path: str, params: dict[str, str] | None = None, *, missing_ok: bool = False) -> Any:
         """The parsed JSON answer of ``GET path``; None on 404 when ``missing_ok``."""
         endpoint = path + ("?" + urllib.parse.urlencode(params) if params else "")
@@ -112,15 +123,13 @@ class AdminClient:
             self.requests += 1
             retry_after: float | None = None
             try:
-                req = urllib.request.Request(self.api.url + endpoint, headers=self._headers)
-                with urllib.request.urlopen(req, timeout=self.api.timeout_s, context=self._ssl) as resp:
-                    body = resp.read()
+                body = self.fetch(endpoint, self.api.timeout_s)
                 break
             except urllib.error.HTTPError as e:
                 if e.code == 404 and missing_ok:
                     return None
                 if e.code in (401, 403):
-                    raise SourceError(
+                    raise AdminAuthError(
                         where, f"HTTP {e.code}, not authorized (check auth.admin-token-env/-file)"
                     ) from None
                 if e.code not in _RETRY_STATUS:
@@ -326,11 +335,17 @@ class AdminSource(InventorySource):
         return AdminClient(self.api, rate_limit)
 
     def check(self) -> None:
-        self.client().get("/admin/v2/clusters")
+        """The API answers as a Pulsar admin API within a few seconds (``preflight.admin_clusters``):
+        a refused, unresolvable or silent endpoint is one ``SourceError`` at once, not minutes of
+        retries."""
+        from ledgerlens.preflight import admin_clusters
+
+        admin_clusters(self.api)
 
     def clusters(self) -> list[str] | None:
-        names = self.client().get("/admin/v2/clusters") or []
-        return sorted(str(c) for c in names if c != "global")
+        from ledgerlens.preflight import admin_clusters
+
+        return sorted(c for c in admin_clusters(self.api) if c != "global")
 
     def _namespaces(self, c: AdminClient) -> list[str]:
         tenants = sorted(c.get("/admin/v2/tenants") or [])
