@@ -36,9 +36,10 @@ class Probe:
     seconds: float
     detail: str
     facts: dict[str, Any] = field(default_factory=dict)
+    unknown: bool = False  # the probe could not tell (shown as "unknown", never as "ok")
 
     def line(self, width: int = 10) -> str:
-        status = "ok" if self.ok else "FAIL"
+        status = "unknown" if self.unknown else ("ok" if self.ok else "FAIL")
         return f"{self.store:<{width}} {status:<4} {self.seconds:6.2f}s  {self.detail}"
 
 
@@ -216,6 +217,14 @@ def _shared_bucket_rule(settings: Settings, bucket_probe: Probe | None) -> Probe
     name = settings["pulsar.cluster-name"]
     if len(seen) > 1 or (name and seen and any(c != name for c in seen)):
         reasons.append(f"it holds offload objects of clusters {', '.join(seen)}")
+    if not reasons and (bucket_probe is None or not bucket_probe.ok):
+        return Probe(
+            "safety",
+            False,
+            time.monotonic() - t0,
+            f"bucket {bucket} could not be listed: whether other clusters share it is not known",
+            unknown=True,
+        )
     if not reasons:
         return Probe("safety", True, time.monotonic() - t0, f"bucket {bucket} is not known to be shared")
     if not name:

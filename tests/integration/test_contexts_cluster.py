@@ -277,6 +277,8 @@ endpoint = "http://{hostport}"
                 assert seconds <= limit + 1.5, lines
             assert "cannot connect" in by_store["zookeeper"]
             assert by_store["bucket"].count("cannot list") == 1
+            # the bucket could not be listed: whether it is shared is unknown, never "ok"
+            assert by_store["safety"].split()[1] == "unknown" and "not known" in by_store["safety"], lines
             assert elapsed < limit + 3, (name, elapsed, lines)
     finally:
         silent.close()
