@@ -72,7 +72,14 @@ class ReferenceIndex:
     unprovable: dict[str, str] = field(default_factory=dict)
     compaction: dict[str, tuple[bool, int | None]] = field(default_factory=dict)
     tenants: set[str] = field(default_factory=set)
+    schemas: set[str] = field(default_factory=set)  # schema ids with a locator
     stats: ScanStats = field(default_factory=ScanStats)
+
+    def owned_tenants(self) -> set[str]:
+        """Tenants with a tenant node, a managed ledger or a schema in the stores (the audit's
+        ownership rule, ``audit/ownership.py``)."""
+        named = {n.split("/", 1)[0] for n in (*self.managed_ledgers, *self.schemas)}
+        return self.tenants | {t for t in named if t}
 
     def age(self) -> float:
         """Seconds since this read began."""
@@ -207,6 +214,7 @@ def scan_references(
         locators.extend(f"{r.path}/{c}" for c in sorted(r.children or ()))
     for r in reader.get(locators):
         sid = r.path[len(sroot) + 1 :]
+        idx.schemas.add(sid)
         if r.error is not None:
             idx.unprovable[sid] = f"{r.path}: cannot read ({_problem(r.error)})"
             continue

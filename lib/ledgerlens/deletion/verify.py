@@ -300,15 +300,21 @@ def _index_verdict(
 
 
 def _tenant_verdict(
-    tenants: Iterable[str | None], live: Mapping[str, bool | Exception], deleted: set[str]
+    tenants: Iterable[str | None],
+    live: Mapping[str, bool | Exception],
+    deleted: set[str],
+    index: ReferenceIndex | None = None,
 ) -> Verdict | None:
+    """The audit's ownership rule (``audit/ownership.py``): a tenant is this cluster's when its node
+    (read live) or any of its managed ledgers or schemas (the reference index) is in the Pulsar store."""
+    owned = index.owned_tenants() if index is not None else set()
     for t in tenants:
         if not t:
             return Verdict(MISMATCH, "owner tenant unknown: not proven to be this cluster's")
         state = live.get(t)
         if isinstance(state, Exception):
             return Verdict(RETRY, f"tenant {t}: cannot read ({_err(state)})")
-        if not state and t not in deleted:
+        if not state and t not in deleted and t not in owned:
             return Verdict(MISMATCH, f"tenant {t!r} is not in the Pulsar store: another cluster's data")
     return None
 
@@ -393,7 +399,7 @@ def verify_ledgers(
             continue
         assert isinstance(node, Node)
         lid = int(item["expected"]["ledger_id"])
-        tv = _tenant_verdict(ts, live_tenants, deleted)
+        tv = _tenant_verdict(ts, live_tenants, deleted, index)
         if tv is not None:
             out.append((tv, None))
             continue
@@ -538,7 +544,7 @@ def verify_objects(
             out.append((verdict, []))
             continue
         assert ml is not None
-        tv = _tenant_verdict([tenant_of_ml(ml)], live_tenants, deleted)
+        tv = _tenant_verdict([tenant_of_ml(ml)], live_tenants, deleted, index)
         if tv is not None:
             out.append((tv, []))
             continue
