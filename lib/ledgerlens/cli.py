@@ -28,6 +28,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -946,6 +947,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as e:  # noqa: BLE001 - every way out is one line and an exit status
         if _SIGNALLED or isinstance(e, KeyboardInterrupt | Terminated):
             term = (_SIGNALLED or [signal.SIGINT])[0] == signal.SIGTERM or isinstance(e, Terminated)
+            _stop_children()
             print(f"{name}: {'terminated' if term else 'interrupted'}", file=sys.stderr)
             return EXIT_TERMINATED if term else EXIT_INTERRUPTED
         if isinstance(e, SystemExit):
@@ -970,6 +972,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         if threading_main():
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stop_children(grace_s: float = 5.0) -> None:
+    """Stop what an interrupted command started and could not stop itself: a Spark JVM interrupted
+    while it was starting ignores SIGINT (pyspark starts it so) and has no handle to stop it yet."""
+    import signal
+
+    def children() -> list[int]:
+        out = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] != "Z" and int(fields[1]) == os.getpid():
+                out.append(int(stat.parent.name))
+        return out
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = children()
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while pids and children() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not children():
+            return
 
 
 def threading_main() -> bool:

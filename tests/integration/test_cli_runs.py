@@ -247,3 +247,32 @@ def test_interrupted_lab_ends_in_one_line_and_leaves_nothing(tmp_path) -> None: 
     assert stderr.splitlines()[-1] == "ledgerlens lab: interrupted" and "Traceback" not in stderr
     time.sleep(2)
     assert _group_alive(proc.pid) == []
+
+
+def test_interrupted_kafka_audit_ends_in_one_line_and_leaves_nothing(s3_server: Any, tmp_path: Path) -> None:
+    """Ctrl-C of ``ledgerlens kafka-audit`` once its Spark JVM runs: one line, 130, nothing left."""
+    import uuid
+
+    import boto3
+
+    from kafka_leaks import PREFIX, make_leaks
+
+    s3 = boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1")
+    bucket = f"kafka-int-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    leaks = make_leaks(s3, bucket, s3_server.endpoint_url, tmp_path)
+    out = tmp_path / "out"
+    proc = _start(["kafka-audit", "--metadata-dump", str(leaks.dump), "--bucket", bucket, "--s3-endpoint",
+                   s3_server.endpoint_url, "--prefix", PREFIX, "--out", str(out), "--no-progress"])  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not any("java" in line for line in _group_alive(proc.pid)):  # Spark's JVM is up
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no Spark JVM seen"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert stderr == "ledgerlens kafka-audit: interrupted\n" and stdout == ""
+    time.sleep(2)
+    assert _group_alive(proc.pid) == []
+    assert not out.exists() or [p.name for p in out.iterdir()] == []
