@@ -506,5 +506,6 @@ def test_deletion_oracle(cluster: Any, spark: Any, tmp_path_factory: Any) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 25 clusters audited twice: about 15 minutes on 2 cores
 def test_deletion_oracle_large(cluster: Any, spark: Any, tmp_path_factory: Any) -> None:
     _oracle(cluster, spark, tmp_path_factory, 500, 20)
