@@ -602,12 +602,24 @@ def test_fabricated_orphans_deleted_on_the_shared_sandbox(pulsar_env: Any, tmp_p
         before = snapshot(zk, s3, bucket)
         assert publish_approval(state, tmp_path / "approval.json", journal) == 48
         cfg = sandbox_config(state, s3=S3Source(bucket, endpoint_url=state["s3_endpoint"]), batch_size=20)
+        client = pulsar_client(state["service_url"])  # a message that does not decode, among them
+        try:
+            client.create_producer(cfg.topic).send(b"\x00not a PendingDeleteLedgerInfo")
+        finally:
+            client.close()
         dry = Deleter(cfg, journal).run()
-        assert dry.outcomes == Counter({"would_delete": 48})
+        assert dry.outcomes == Counter({"would_delete": 48, "failed": 1})
+        verdicts = [r for r in journal.records() if r.get("type") == "verdict"]
+        assert Counter(r["outcome"] for r in verdicts) == Counter({"would_delete": 48, "failed": 1})
+        assert all(r["dry_run"] for r in verdicts) and not final_outcomes(journal)  # nothing decided
         assert_untouched(before, snapshot(zk, s3, bucket))
         metrics = DeletionMetrics()
         run_cfg = dataclasses.replace(cfg, execute=True)
-        assert Deleter(run_cfg, journal, metrics).run().outcomes == Counter({"deleted": 48})
+        assert Deleter(run_cfg, journal, metrics).run().outcomes == Counter({"deleted": 48, "failed": 1})
+        poison = [r for r in journal.records() if r.get("type") == "outcome" and r["outcome"] == "failed"]
+        assert [(r["next"], r["attempt"]) for r in poison] == [("dead_letter", 0)], poison  # not retried
+        assert "deletion message" in poison[0]["reason"] and "PendingDeleteLedgerInfo" in poison[0]["reason"]
+        assert metrics.value("dead_lettered") == 1 and metrics.value("retried") == 0
         after = snapshot(zk, s3, bucket)
         assert_untouched(before, after, set(orphans.ledger_ids), set(orphans.object_keys))
         assert set(decoys.ledger_ids) <= set(after.ledgers) and set(decoys.object_keys) <= set(after.objects)
