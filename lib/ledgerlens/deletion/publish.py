@@ -158,8 +158,14 @@ def probe_service_url(service_url: str, timeout: float = PROBE_TIMEOUT_S) -> Non
 def _new_client(service_url: str, **kwargs: Any) -> Any:
     import pulsar
 
+    # a Python logger gets every C++ line; one that is not UTF-8 (the multi-topic consumer's DEBUG
+    # line carries the binary payload) bypasses its level through the client's fallback logger
+    py_logger = logging.getLogger(CLIENT_LOGGER)
+    logger: Any = (
+        py_logger if py_logger.isEnabledFor(logging.INFO) else pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
     try:
-        return pulsar.Client(service_url, logger=logging.getLogger(CLIENT_LOGGER), **kwargs)
+        return pulsar.Client(service_url, logger=logger, **kwargs)
     except Exception as e:  # noqa: BLE001 - the client raises several unrelated types
         raise SourceError(f"pulsar {service_url}", f"cannot create a client ({e})") from e
 

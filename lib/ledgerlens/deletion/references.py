@@ -268,14 +268,16 @@ class ReferenceScanner:
         self.scans = 0
 
     def current(self) -> ReferenceIndex:
-        """An index whose read began at most ``max_age_s`` ago (waits for one when needed)."""
+        """An index whose read began at most ``max_age_s`` ago, or the first whose read began after
+        this call (a read slower than ``max_age_s`` must still end the wait)."""
+        asked = time.monotonic()
         with self._changed:
             while True:
                 if self._error is not None:
                     error, self._error = self._error, None
                     raise error
                 idx = self._index
-                if idx is not None and idx.age() <= self.max_age_s:
+                if idx is not None and (idx.age() <= self.max_age_s or idx.started >= asked):
                     if idx.age() > self.max_age_s / 2:
                         self._start_read()
                     return idx
