@@ -160,10 +160,10 @@ def _new_client(service_url: str, **kwargs: Any) -> Any:
 
     # a Python logger gets every C++ line; one that is not UTF-8 (the multi-topic consumer's DEBUG
     # line carries the binary payload) bypasses its level through the client's fallback logger
+    # (so the Python logger only when someone set its own level to see the client's chatter)
     py_logger = logging.getLogger(CLIENT_LOGGER)
-    logger: Any = (
-        py_logger if py_logger.isEnabledFor(logging.INFO) else pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-    )
+    wanted = py_logger.level != logging.NOTSET and py_logger.level <= logging.INFO
+    logger: Any = py_logger if wanted else pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
     try:
         return pulsar.Client(service_url, logger=logger, **kwargs)
     except Exception as e:  # noqa: BLE001 - the client raises several unrelated types
