@@ -15,7 +15,8 @@ ledger (``delete_ledger``)
     - ledger znode absent: ``already_gone`` (success, PIP-186's idempotence);
     - znode version or BookKeeper custom metadata not what the plan recorded: ``skipped_mismatch``
       (a stale or forged message; the ledger was rewritten or is not the planned one);
-    - owner tenant neither in the Pulsar store (``/admin/policies/<tenant>``) nor an approved
+    - owner tenant not this cluster's by the audit's rule (its node ``/admin/policies/<tenant>``
+      read live, or a managed ledger or schema of it in the reference index) nor an approved
       deleted tenant, or owner unknown: ``skipped_mismatch`` (another cluster's ledger);
     - any managed ledger's ledger list, any cursor's cursor ledger, ``CompactedTopicLedger`` or
       delayed-bucket property, any schema locator names it (index or live owner read), or it may be
