@@ -681,13 +681,12 @@ class MetadataBroker:
 
 def make_client(state: dict[str, Any], **kwargs: Any) -> Any:
     """A ``pulsar.Client`` for the sandbox with its C++ logging kept quiet."""
-    import logging
-
     import pulsar
 
-    quiet = logging.getLogger("ledgerlens.sandbox.pulsar-client")
-    quiet.setLevel(logging.WARNING)
+    # the C++ client's log factory is process-wide and set by the first client: a Python logger
+    # there would let lines that are not UTF-8 (message payloads at DEBUG) through its level
     kwargs.setdefault("operation_timeout_seconds", 30)
+    quiet = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
     return pulsar.Client(state["service_url"], logger=quiet, **kwargs)
 
 
