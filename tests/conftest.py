@@ -101,6 +101,23 @@ def fresh_root() -> str:
 
 
 @pytest.fixture
+def chroot_zk(zookeeper: ZooKeeperServer, fresh_root: str) -> Iterator[object]:
+    """A started KazooClient whose chroot is ``fresh_root`` (created first): a cluster of its own."""
+    from kazoo.client import KazooClient
+
+    root = KazooClient(hosts=zookeeper.hosts, timeout=30)
+    root.start(timeout=30)
+    root.ensure_path(fresh_root)
+    root.stop()
+    root.close()
+    client = KazooClient(hosts=zookeeper.hosts + fresh_root, timeout=30)
+    client.start(timeout=30)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
 def bucket(s3_server: S3Server) -> str:
     """A freshly created, uniquely named bucket on the session S3 server."""
     import boto3

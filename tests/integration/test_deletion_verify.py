@@ -25,22 +25,6 @@ pytestmark = pytest.mark.integration
 ML = "ll-app/ns/persistent/topic"
 
 
-@pytest.fixture
-def chroot_zk(zookeeper: Any, fresh_root: str) -> Any:
-    from kazoo.client import KazooClient
-
-    root = KazooClient(hosts=zookeeper.hosts)
-    root.start(timeout=30)
-    root.ensure_path(fresh_root)
-    root.stop()
-    root.close()
-    client = KazooClient(hosts=zookeeper.hosts + fresh_root, timeout=30)
-    client.start(timeout=30)
-    yield client
-    client.stop()
-    client.close()
-
-
 def _plan(tmp: Path, zk: Any, s3: Any, bucket: str, **kw: Any) -> dict[str, Any]:
     orphans = fabricate(zk, s3, bucket, managed_ledger=ML, cluster="ours", **kw)
     out = audit_output(

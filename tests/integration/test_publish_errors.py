@@ -42,32 +42,20 @@ LIMIT_S = 10.0
 
 
 @pytest.fixture
-def approval(zookeeper: Any, s3_server: Any, bucket: str, fresh_root: str, tmp_path: Path) -> list[str]:
+def approval(chroot_zk: Any, s3_server: Any, bucket: str, tmp_path: Path) -> list[str]:
     """``--approval FILE --journal FILE`` of a real approval of two orphan ledgers and one offload copy."""
-    from kazoo.client import KazooClient
-
-    root = KazooClient(hosts=zookeeper.hosts, timeout=30)
-    root.start(timeout=30)
-    root.ensure_path(fresh_root)
-    root.stop()
-    root.close()
-    zk = KazooClient(hosts=zookeeper.hosts + fresh_root, timeout=30)
-    zk.start(timeout=30)
-    try:
-        s3 = boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1")
-        orphans = fabricate(zk, s3, bucket, managed_ledger=ML, ledgers=2, copies=1, cluster="ours")
-        out = audit_output(
-            tmp_path / "audit",
-            zk,
-            s3,
-            bucket,
-            ledger_ids=orphans.ledger_ids,
-            object_keys=orphans.object_keys,
-            tenants=["ll-app"],
-        )
-    finally:
-        zk.stop()
-        zk.close()
+    zk = chroot_zk
+    s3 = boto3.client("s3", endpoint_url=s3_server.endpoint_url, region_name="us-east-1")
+    orphans = fabricate(zk, s3, bucket, managed_ledger=ML, ledgers=2, copies=1, cluster="ours")
+    out = audit_output(
+        tmp_path / "audit",
+        zk,
+        s3,
+        bucket,
+        ledger_ids=orphans.ledger_ids,
+        object_keys=orphans.object_keys,
+        tenants=["ll-app"],
+    )
     plan = build_plan(out)
     assert plan["items"], "the fabricated orphans must be planned"
     plan_path = write_plan(plan, tmp_path / "plan.json")
