@@ -35,6 +35,7 @@ from ledgerlens.report.text import (
     human_bytes,
     human_duration,
     human_time,
+    impact_tier,
     is_missing,
     plural,
 )
@@ -315,20 +316,32 @@ def _compact_rows(rows: Sequence[tuple[Mapping[str, Any], Explanation]]) -> str:
     return f'<table class="ll-table">{head}<tbody>{body}</tbody></table>'
 
 
-def order_findings(df: pd.DataFrame) -> pd.DataFrame:
-    """Critical first, then by kind, then largest first (stable)."""
-    if df.empty:
-        return df
-    key = pd.DataFrame(
+def impact_key(df: pd.DataFrame) -> pd.DataFrame:
+    """The sort key every view orders findings by (``order_findings``): impact tier
+    (``text.impact_tier``: data loss, other critical, warning, info), new before known (when the
+    findings carry a ``new`` column), bytes largest first, then kind."""
+    new = df["new"] if "new" in df.columns else pd.Series(False, index=df.index)
+    return pd.DataFrame(
         {
-            "rank": severity_rank(df["severity"]),
-            "kind": df["kind"].astype("string").fillna(""),
+            "tier": [impact_tier(k, s) for k, s in zip(df["kind"], df["severity"], strict=True)],
+            "known": ~new.fillna(False).astype(bool),
             "bytes": pd.to_numeric(df["bytes"], errors="coerce"),
+            "kind": df["kind"].astype("string").fillna(""),
         },
         index=df.index,
     )
-    order = key.sort_values(
-        ["rank", "kind", "bytes"], ascending=[True, True, False], na_position="last", kind="stable"
+
+
+def order_findings(df: pd.DataFrame) -> pd.DataFrame:
+    """By impact: data loss first, then other critical, warnings, info; new before known; within
+    each, largest first (stable). ``top_findings`` and the explorer use the same order."""
+    if df.empty:
+        return df
+    order = impact_key(df).sort_values(
+        ["tier", "known", "bytes", "kind"],
+        ascending=[True, True, False, True],
+        na_position="last",
+        kind="stable",
     )
     return df.loc[order.index]
 
@@ -479,14 +492,8 @@ def severity_rank(severity: pd.Series) -> pd.Series:
 
 
 def top_findings(df: pd.DataFrame, n: int = 50) -> pd.DataFrame:
-    """The ``n`` most pressing findings: by severity (critical first), then bytes, largest first."""
-    if df.empty:
-        return df
-    key = pd.DataFrame(
-        {"rank": severity_rank(df["severity"]), "bytes": pd.to_numeric(df["bytes"], errors="coerce")}
-    )
-    order = key.sort_values(["rank", "bytes"], ascending=[True, False], na_position="last", kind="stable")
-    return df.loc[order.index[:n]]
+    """The ``n`` most pressing findings, in ``order_findings``' order (data loss first)."""
+    return order_findings(df).iloc[:n] if not df.empty else df
 
 
 def _cell(column: str, value: Any) -> str:

@@ -80,6 +80,28 @@ def severity_rank(severity: str | None) -> int:
         return len(SEVERITY_ORDER)
 
 
+DATA_LOSS_KINDS = frozenset({"missing_ledger", "missing_offload_object", "remote_segment_missing_object"})
+"""Kinds that, when critical, mean data is already gone (the metadata names storage that is not there)."""
+
+ONLY_COPY_KINDS = frozenset({"corrupt_offload_object"})
+"""Data loss when critical: the damaged object is the only copy (its BookKeeper copy is deleted)."""
+
+IMPACT_TIERS = ("data loss", "critical", "warning", "info")
+
+
+def impact_tier(kind: str | None, severity: str | None) -> int:
+    """0 data loss, 1 other critical, 2 warning, 3 info, 4 anything else.
+
+    Data loss: a critical finding of a kind in ``DATA_LOSS_KINDS`` or ``ONLY_COPY_KINDS`` (a
+    ``missing_offload_object`` downgraded to warning, a corrupt object whose BookKeeper copy still
+    exists, rank as warnings). Every view orders by this tier first, then bytes, largest first.
+    """
+    rank = severity_rank(severity)
+    if rank == 0 and (kind in DATA_LOSS_KINDS or kind in ONLY_COPY_KINDS):
+        return 0
+    return rank + 1
+
+
 def finite(value: Any) -> float | None:
     """A float, or None for missing / non-numeric values."""
     if value is None or is_missing(value):
