@@ -1,14 +1,12 @@
 """The Spark JVM's class archive: its classes mapped from one file at start-up, not loaded one by one.
 
-A Spark session's JVM loads and verifies about twelve thousand classes before its first job: on 2
-cores, half of the 9 to 10 s that a session and one trivial job take. ``ledgerlens warm-up``
+A Spark session's JVM loads and verifies about twelve thousand classes before its first job: about
+half of the time a session and one trivial job take. ``ledgerlens warm-up``
 (``ledgerlens.warm_up``) writes them once to an archive (HotSpot's dynamic class data sharing,
 ``-XX:ArchiveClassesAtExit``): it starts Spark the way the CLI does, runs a few small queries and
 an audit of an empty inventory, and the JVM writes every class it loaded as it exits. Sessions that
 ``spark.configure`` sets up on a local master afterwards map that archive
-(``-XX:SharedArchiveFile``): a session and one trivial job took 6.4 to 6.9 s instead of 9.0 to
-10.9 s, ``ledgerlens audit`` of the generated cluster 17.3 to 17.8 s instead of 21.8 to 23.4 s
-(docs/performance.md).
+(``-XX:SharedArchiveFile``), which starts them sooner (docs/performance.md, "The class archive").
 
 Opt-in: it weighs about 180 MiB, and writing it takes about a minute. It is keyed by this Java and
 this Spark (their files' sizes and times), so after an upgrade of either none is read until the

@@ -46,11 +46,9 @@ _DRIVER_ITEMS_FEW_SLOTS = 20
 """On a Spark of at most two task slots (``local[2]``: a laptop, a 2-core VM), without ``tasks`` set
 and into a local ``out_dir``, a stage of up to this many partitions (a live ledger scan of 200,000
 ledgers at most) is read on the driver: two tasks share those cores with the JVM writing their
-output, and a job's fixed cost is seconds when cold. 100,000 ledgers on a 2-core machine: 0.5 s on
-the driver, 1.7 s warm and 6 to 7 s cold as Spark tasks. With the compiled ledger decoder the driver
-also wins at 1,000,000 ledgers (100 partitions: 5.1 s, against 6.3 s warm and 11.3 s cold as tasks);
-the limit stays at 20 until the other stages (managed ledgers, schemas, S3), decoded in Python, are
-measured there too: before the compiled decoder, tasks won at 1M when warm (11.1 s against 14.2 s)."""
+output, and a job's fixed cost is seconds when cold. The limit stays at 20 until the stages decoded
+in Python (managed ledgers, schemas, S3) are measured on the driver too (docs/performance.md,
+"Collection")."""
 _DRIVER_OBJECTS = 1_000  # offload objects verified on the driver (a few ranged reads each)
 SMALL_CLUSTER_LEDGERS = 20_000
 """Up to this many BookKeeper ledgers, the Pulsar metadata and the offload objects' verification are
@@ -286,7 +284,7 @@ _ITEMS = T.StructType([T.StructField("source", T.IntegerType()), T.StructField("
 
 def _items_frame(spark: SparkSession, items: list[tuple[int, str]], n: int) -> DataFrame:
     rdd = spark.sparkContext.parallelize(items, n)
-    return spark.createDataFrame(rdd, _ITEMS)  # a StructType: no DDL parse by the JVM (cold: 0.3 s)
+    return spark.createDataFrame(rdd, _ITEMS)  # a StructType: no DDL parse by the JVM (cold, it is slow)
 
 
 _TASK_ERROR = re.compile(r"ledgerlens\.errors\.SourceError: ([^\n]+)")
@@ -695,7 +693,7 @@ def load_inventory(spark: SparkSession, out_dir: str) -> dict[str, DataFrame]:
 
     A small inventory on a local disk (up to ``spark.INTERPRETED_ROWS`` rows) is read by pyarrow
     and handed to the JVM as Arrow: the audit's plans then scan rows in memory, and a cold JVM
-    never starts Spark's Parquet and Hadoop readers (1 to 2 s of the generated cluster's audit).
+    never starts Spark's Parquet and Hadoop readers (seconds of a small audit).
     """
     local = _local_dir(out_dir)
     small = _small_local_tables(local) if local is not None else None

@@ -59,8 +59,8 @@ def configure(
     b = b.config("spark.sql.parquet.compression.codec", "zstd")
     b = b.config("spark.sql.execution.arrow.pyspark.enabled", "true")
     # PySpark's DataFrame debugging records the Python call site of every column expression in the
-    # JVM (five gateway round trips and a stack walk each): two thirds of an audit's 40,000 gateway
-    # calls, 1.4 s of planning a small audit. Errors still name the failing expression.
+    # JVM (five gateway round trips and a stack walk each): most of an audit's gateway calls. Errors
+    # still name the failing expression.
     b = b.config("spark.python.sql.dataFrameDebugging.enabled", "false")
     java: list[str] = []
     if not verbose():  # Spark and JVM logging: errors only, unless --verbose / LEDGERLENS_VERBOSE=1
@@ -88,22 +88,15 @@ def configure(
 QUICK_COMPILE = "-XX:TieredStopAtLevel=1"
 """HotSpot compiles with C1 only, never C2. Most of a short Spark run's CPU goes to the JIT
 compiling Spark's planner, Janino and the classes Spark generates for each stage, mostly run a few
-times, which C2 compiles slowly and to little gain. On 2 cores (2026-11-27, interleaved pairs;
-docs/performance.md): the 93-ledger generated cluster audited end to end in 17.1-19.4 s instead of
-22.0-24.9 s; the 1M-ledger benchmark's ``run_audit`` in 22.3-25.1 s instead of 27.9-28.3 s, its
-full read unchanged; the 10M-ledger one's in 54.1-55.0 s instead of 51.4-52.9 s, its full read
-slower (22 s instead of 16-19 s): long scans repay C2."""
+times, which C2 compiles slowly and to little gain; long scans repay C2, so large clusters keep it
+(``QUICK_COMPILE_ZNODES``; measured in docs/performance.md, "The quick compiler for small clusters")."""
 
 LEAN_INLINING = ("-XX:MaxInlineLevel=6", "-XX:InlineSmallCode=1000", "-XX:FreqInlineSize=100")
 """Where both compilers run (a local JVM without ``QUICK_COMPILE``), C2 inlines less: calls nested 6
 deep at most (HotSpot's default is 15), and only callees whose compiled code is under 1,000 bytes
 (2,500) or whose bytecode is under 100 bytes when called often (325). C2's time grows with the
-inlined graph, and an audit's CPU went a third to C2 (docs/performance.md, "Where the audit's CPU
-goes"). On 2 cores at 10M ledgers (2026-11-27, interleaved runs, one JVM each): ``run_audit`` took
-36.4 to 39.5 s (mean 38.0 s, six runs) instead of 41.6 to 44.0 s (mean 42.9 s, four runs), the
-JIT's CPU 19 to 22 s instead of 28 to 31 s; the full read before it was no slower (13.4 to 15.0 s
-against 14.2 to 15.6 s). Inlining less still (3 deep, 500 and 50 bytes) made the tasks slower than
-it saved: 40.3 and 41.7 s."""
+inlined graph, and a third of an audit's CPU went to C2 (docs/performance.md, "The optimizing
+compiler inlining less")."""
 
 
 def quick_compiled_tools() -> list[str]:
@@ -115,12 +108,8 @@ def quick_compiled_tools() -> list[str]:
     is off (``-XX:-DisplayVMOutput``; warnings, errors and crash reports are not that output).
 
     Janino runs once per generated class, about two hundred an audit: C2's work on its large methods
-    takes CPU from the tasks and repays little. On 2 cores at 10M ledgers (2026-11-27, interleaved
-    runs, one JVM each, with ``LEAN_INLINING`` and ``THROUGHPUT_GC``): ``run_audit`` took 29.0 to 32.6
-    s (mean 31.0 s, six runs) instead of 29.8 to 34.9 s (mean 32.4 s), the JIT's CPU 14.9 to 16.5 s
-    instead of 16.9 to 19.7 s (docs/performance.md, "Janino left to the quick compiler"). ASM and
-    ANTLR as well, in four more pairs: 30.1 to 31.6 s (mean 30.7 s) against 30.9 to 32.6 s (mean
-    32.1 s) with Janino alone, each pair faster, the JIT's CPU 14.9 s against 16.2 s on average."""
+    takes CPU from the tasks and repays little (docs/performance.md, "Janino left to the quick
+    compiler")."""
     path = str(Path(__file__).with_name("jit-directives.json"))
     if any(c.isspace() for c in path):
         return []
@@ -130,14 +119,8 @@ def quick_compiled_tools() -> list[str]:
 THROUGHPUT_GC = "-XX:+UseParallelGC"
 """A local JVM's garbage collector: the throughput collector instead of G1, Java 17's default. G1
 keeps pauses short by doing part of its work beside the application (write barriers, concurrent
-refinement and marking threads); on 2 cores that work takes CPU from the tasks, and an audit is a
-batch job that can wait for a pause. Interleaved, one JVM per run (2026-11-27): at 10M ledgers (with
-``LEAN_INLINING``) ``run_audit`` took 31.2 to 34.3 s (mean 33.2 s, five runs) instead of 33.9 to
-39.9 s (mean 37.3 s, five runs), the JVM's CPU during it 57 to 63 s instead of 62 to 74 s, the full
-read before it 12.5 to 13.1 s instead of 13.0 to 14.2 s, and the JVM's peak RSS 3.4 to 3.6 GiB
-instead of 4.3 GiB (the same 4 GiB heap); at 1M (C1 only) 12.9, 14.8 and 14.8 s instead of 14.2,
-16.6 and 16.6 s, the full read unchanged (4.2 to 5.3 s both ways), peak RSS 2.2 to 2.3 GiB instead of
-2.0 to 2.5 GiB."""
+refinement and marking threads); on few cores that work takes CPU from the tasks, and an audit is a
+batch job that can wait for a pause (docs/performance.md, "The throughput collector")."""
 
 QUICK_COMPILE_ZNODES = 3_000_000
 """Up to this many znodes in the metadata stores (ZooKeeper's ``srvr``, read before Spark starts),
@@ -179,18 +162,17 @@ def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
     """SQL settings for an audit of ``rows`` inventory rows on ``parallelism`` cores.
 
     Small inventories: one shuffle partition per ``ROWS_PER_SHUFFLE_PARTITION`` rows, at most one per
-    core (a tiny table in one task: every exchange of a 93-ledger audit's plan is one task to schedule,
-    not two; 1.5 to 2.5 s less end to end), as many tasks per scan of in-memory rows (a small
-    inventory is loaded as such, ``collect.load_inventory``), and no adaptive execution (its
-    re-planning between query stages costs more than it saves on tiny tables: the rules of a
-    93-ledger audit run in about 7 s instead of 11 s, warm). Larger ones: at least one shuffle partition per
+    core (a tiny table in one task: every exchange of a small audit's plan is one task to schedule,
+    not two), as many tasks per scan of in-memory rows (a small inventory is loaded as such,
+    ``collect.load_inventory``), and no adaptive execution (its re-planning between query stages
+    costs more than it saves on tiny tables). Larger ones: at least one shuffle partition per
     ``ROWS_PER_SHUFFLE_PARTITION`` rows (adaptive execution coalesces them further, to no fewer
     than 4 per core).
     Up to ``INTERPRETED_ROWS`` rows nothing is compiled (no whole-stage code generation, expressions
     interpreted): a cold JVM spends longer compiling the few hundred generated classes of an audit's
-    plans than running them on that few rows (the generated cluster of 93 ledgers: end to end
-    17.9 -> 16.0 s, a trivial Spark job unchanged). An earlier attempt that interpreted every small
-    audit (up to 1M rows) once ran out of aggregation memory late in a long test session.
+    plans than running them on that few rows. Interpreting every small audit (up to 1M rows) ran
+    out of aggregation memory late in a long test session. Measured: docs/performance.md, "Small
+    inventories" and "The fixed cost".
     """
     if rows <= SMALL_INVENTORY_ROWS:
         partitions = max(1, min(parallelism, -(-rows // ROWS_PER_SHUFFLE_PARTITION)))
@@ -204,11 +186,11 @@ def settings_for_rows(rows: int, parallelism: int) -> dict[str, str]:
         return out
     return {
         "spark.sql.shuffle.partitions": str(max(parallelism, rows // ROWS_PER_SHUFFLE_PARTITION)),
-        # adaptive execution coalesces a shuffle to about one partition per core otherwise (3 tasks
-        # of the 10M audit's 108 MB join on 2 cores: the last runs alone); 4 per core balance
+        # adaptive execution coalesces a shuffle to about one partition per core otherwise (the
+        # last task of a large join then runs alone); 4 per core balance
         "spark.sql.adaptive.coalescePartitions.minPartitionNum": str(4 * parallelism),
         # no first-level "fast" hash map in hash aggregation: it helps few keys and thrashes on the
-        # per-managed-ledger aggregate's million names (10M audit: that job 9.5 -> 7.7 s)
+        # per-managed-ledger aggregate's million names (docs/performance.md)
         "spark.sql.codegen.aggregate.map.twolevel.enabled": "false",
     }
 

@@ -7,8 +7,8 @@ only the rows of those ids. Two filters give the same rows:
 - a bitmap (``MASK_SLOTS`` slots at most, one long each, from the least chosen slot), sent to every
   task once: a row is kept where its id's bit is set. One shift and one array read per row;
 - a broadcast semi-join by id, for chosen ids spread wider than the bitmap (a reference to a ledger
-  id far beyond BookKeeper's): Spark probes a hash map of the ids for every row, which at 10M
-  ledgers cost about 0.3 s more per side of the join than the bitmap.
+  id far beyond BookKeeper's): Spark probes a hash map of the ids for every row, slower than the
+  bitmap (docs/performance.md, "Counts observed, and the chosen ids as a bitmap").
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ def id_key(ledger_id: Column) -> Column:
 
 def by_ids(ids: DataFrame) -> IdFilter:
     """The rows whose id is in ``ids`` (column ``c_id``, null ids as ``NULL_ID``): a broadcast
-    semi-join by one long key, not by ``eqNullSafe`` (a two-field key built for every row; each
-    side read 0.3 to 0.4 s sooner on 2 cores at 10M). A real ledger id equal to ``NULL_ID`` would
-    only be read as well: both sides of the join filter the same ids alike."""
+    semi-join by one long key, not by ``eqNullSafe`` (a two-field key built for every row). A real
+    ledger id equal to ``NULL_ID`` would only be read as well: both sides of the join filter the
+    same ids alike."""
     ids = F.broadcast(ids)
     return lambda df: df.join(ids, id_key(F.col("ledger_id")) == F.col("c_id"), "left_semi")
 

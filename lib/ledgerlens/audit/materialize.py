@@ -71,7 +71,7 @@ class Intermediates:
 
     def counted(self, df: DataFrame) -> tuple[DataFrame, int]:
         """``df`` :func:`materialized` and its row count, counted as the rows are computed (observed:
-        no job of its own; at 10M ledgers two such jobs took 0.9 s); enabled only."""
+        no job of its own); enabled only."""
         seen = Observation()
         out = materialized(df.observe(seen, F.count(F.lit(1)).alias("rows")))
         self._kept.append((out, False))

@@ -43,8 +43,8 @@ def cursor_references(cursors: DataFrame) -> DataFrame:
     # One pass over cursors, compiled, no lambda: each cursor's cursor ledger (slot 0), its compacted
     # ledger (slot 1) and its string properties (slots 2 on), exploded with their slot; a slot kept
     # where it holds a ledger id (a property only if its key names a delayed-index bucket). The lambdas
-    # of map_filter/transform are evaluated row by row, uncompiled: 2.1-2.9 s against 0.9-1.6 s for
-    # the 1.5M cursors of the 10M benchmark, the same rows.
+    # of map_filter/transform are evaluated row by row, uncompiled (docs/performance.md, "The cursors'
+    # references, compiled").
     entries = F.concat(
         F.array(
             entry(F.lit(None), F.col("cursors_ledger_id")),

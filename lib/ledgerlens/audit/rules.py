@@ -427,9 +427,8 @@ def _bookkeeper_side(bk_ledgers: DataFrame) -> DataFrame:
     )
 
 
-# BookKeeper's ledgers as Spark sizes them (Parquet bytes): ~500k ledgers. The 1M benchmark's are
-# 30 MB; in two phases decided by slot masks its audit is no slower than one join, 0.3 to 1.3 s sooner
-# in alternating runs (18.9, 19.9 s against 20.2, 21.3 s; in the benchmark 18.8, 19.4 against 19.2, 19.6)
+# BookKeeper's ledgers as Spark sizes them (Parquet bytes): ~500k ledgers. Above it the join runs in
+# two phases decided by slot masks (docs/performance.md, "The join in two phases").
 TWO_PHASE_BYTES = 16 * MB
 CANDIDATES_BROADCAST_ROWS = 2_000_000  # ledger ids the ledger rules read: a long each, about 32 MiB hashed
 
@@ -525,8 +524,8 @@ def _selected_slots(
     ``_candidate``); the slot's masks then say which of its ids a joined row would select:
     unreferenced, absent or open too long where both sides' masks meet. Ledger ids are dense (a
     counter, ``dense_ids``), so a task's rows fill few slots and the aggregation shuffles about a
-    slot per 64 ledgers of each task, not a row per ledger as a join does (the 10M benchmark: 1 s
-    where the join of ids took 4 s). Null ids match nothing: their rows mark the null slot's bit 0,
+    slot per 64 ledgers of each task, not a row per ledger as a join does (docs/performance.md).
+    Null ids match nothing: their rows mark the null slot's bit 0,
     selected where their own side's condition holds.
     """
     lid = F.col("ledger_id")
@@ -910,14 +909,13 @@ def ledger_rules(
     # the one-row facts are joined before the rows are kept: every rule's plan is then a filter and a
     # select over the kept rows, not 14 more joins
     step = joined.filter(_selected(config, offload=offload)).crossJoin(F.broadcast(facts))
-    # computed here, once per row, they make the compiled method of this stage longer than HotSpot
-    # compiles (8,000 bytes; 14 KB): at 10M that stage ran 1.3 s of task time slower and the rules
-    # 3.3 s faster. Computed in a stage of their own instead, that stage cost as much as it saved.
+    # computed here, once per row: in this stage they make its compiled method longer than HotSpot
+    # compiles; in a stage of their own they cost as much as they save (docs/performance.md, "The
+    # owner of a ledger, computed once")
     step = _with_owner_columns(step)
     # measured (counted: its true size lets the offload joins broadcast it) where nothing else sizes
     # it: not where expressions are interpreted (a tiny audit: the count is a query more than those
-    # joins save), nor where adaptive execution re-plans those joins from the rows it shuffled (the
-    # count cost 1.3 s of the 10M audit, and the findings came 2.5 s sooner without it)
+    # joins save), nor where adaptive execution re-plans those joins from the rows it shuffled
     spark = step.sparkSession
     step = (
         keep.keep(step, measure=not interprets(spark) and not adapts(spark))
