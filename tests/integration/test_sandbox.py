@@ -21,7 +21,7 @@ from kazoo.exceptions import NoAuthError
 
 from ledgerlens.audit.findings import PULSAR_KINDS as KINDS
 from ledgerlens.errors import DecodeError, SandboxError
-from ledgerlens.formats import bookkeeper, envelope, managed_ledger, names, offload, paths
+from ledgerlens.formats import bookkeeper, envelope, managed_ledger, names, offload, paths, uuids
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.proto import schema_storage_pb2 as schpb
 from ledgerlens.sandbox import cluster, wire
@@ -326,8 +326,8 @@ def test_names_paths_and_uuids_agree_with_the_decoders() -> None:
     for _ in range(20):
         u = str(uuid.uuid4())
         msb, lsb = wire.uuid_bits(u)
-        assert wire.java_uuid(msb, lsb) == offload.uuid_from_bits(msb, lsb) == u
-        assert offload.uuid_to_bits(u) == (msb, lsb)
+        assert wire.java_uuid(msb, lsb) == uuids.uuid_from_bits(msb, lsb) == u
+        assert uuids.uuid_to_bits(u) == (msb, lsb)
     assert offload.ledger_object_keys("u", 7) == (
         wire.offload_data_key("u", 7),
         wire.offload_index_key("u", 7),

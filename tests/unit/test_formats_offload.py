@@ -16,9 +16,8 @@ from ledgerlens.formats.offload import (
     ledger_object_keys,
     parse_offload_key,
     streaming_object_keys,
-    uuid_from_bits,
-    uuid_to_bits,
 )
+from ledgerlens.formats.uuids import uuid_from_bits, uuid_to_bits
 from ledgerlens.proto import bookkeeper_pb2 as bk
 from ledgerlens.proto import managed_ledger_pb2 as ml
 

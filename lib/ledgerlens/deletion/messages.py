@@ -14,7 +14,7 @@ from typing import Any
 
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.names import managed_ledger_to_topic
-from ledgerlens.formats.offload import uuid_to_bits
+from ledgerlens.formats.uuids import uuid_to_bits
 from ledgerlens.proto import pending_delete_pb2 as pb
 
 DELETION_TOPIC = "persistent://pulsar/system/__ledger_deletion"

@@ -23,6 +23,8 @@ from ledgerlens.errors import DecodeError, UnknownVersionError
 
 __all__ = [
     "FRAME_VERSION",
+    "METADATA_TOPIC",
+    "MetadataRecord",
     "PARTITION_DELETE_STATES",
     "SEGMENT_STATES",
     "PartitionDeleteRecord",
@@ -38,6 +40,20 @@ __all__ = [
 ]
 
 FRAME_VERSION = 1
+
+METADATA_TOPIC = "__remote_log_metadata"
+"""The topic the metadata manager writes these records to (``remote.log.metadata.topic``)."""
+
+
+@dataclass(frozen=True)
+class MetadataRecord:
+    """One record of the metadata topic as read: where it is, when, and its value bytes."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int | None
+    value: bytes | None
+
 
 # RemoteLogSegmentState and RemotePartitionDeleteState, by id.
 SEGMENT_STATES: tuple[str, ...] = (

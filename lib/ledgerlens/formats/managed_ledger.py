@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 
 from ledgerlens.formats._proto import parse_binary, parse_binary_or_text
 from ledgerlens.formats.envelope import unwrap
-from ledgerlens.formats.offload import uuid_from_bits
+from ledgerlens.formats.uuids import uuid_from_bits
 from ledgerlens.proto import managed_ledger_pb2 as pb
 
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"

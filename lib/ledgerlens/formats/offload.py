@@ -9,18 +9,12 @@ from __future__ import annotations
 
 import re
 import struct
-import uuid as _uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ledgerlens.errors import DecodeError, UnknownVersionError
-
-if TYPE_CHECKING:
-    from ledgerlens.formats.bookkeeper import LedgerMetadata
-    from ledgerlens.formats.managed_ledger import LedgerInfoRecord
-
-_U64 = (1 << 64) - 1
+from ledgerlens.formats.bookkeeper import LedgerMetadata, ledger_metadata_from_binary
+from ledgerlens.formats.managed_ledger import LedgerInfoRecord, decode_ledger_info
 
 DATA_BLOCK_MAGIC = 0xFBDBABCB
 STREAMING_DATA_BLOCK_MAGIC = 0x26A66D32
@@ -28,31 +22,6 @@ DATA_BLOCK_HEADER_SIZE = 128
 BLOCK_END_PADDING = bytes.fromhex("FEDCDEAD")
 INDEX_V1_MAGIC = 0xDE47DE47
 INDEX_V2_MAGIC = 0x3D1FB0BC
-
-
-def _signed64(value: int) -> int:
-    value &= _U64
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def uuid_from_bits(msb: int, lsb: int) -> str:
-    """Return Java ``new UUID(msb, lsb).toString()`` for two (signed or unsigned) 64-bit ints."""
-    return str(_uuid.UUID(int=((msb & _U64) << 64) | (lsb & _U64)))
-
-
-def uuid_to_bits(uuid: str) -> tuple[int, int]:
-    """Return the signed (msb, lsb) pair of a UUID string, as Java ``UUID.fromString`` would.
-
-    Raises
-    ------
-    DecodeError
-        When ``uuid`` is not a UUID.
-    """
-    try:
-        value = _uuid.UUID(uuid).int
-    except (ValueError, AttributeError, TypeError) as exc:
-        raise DecodeError(str(uuid), f"not a UUID: {exc}") from exc
-    return _signed64(value >> 64), _signed64(value)
 
 
 def ledger_object_keys(uuid: str, ledger_id: int) -> tuple[str, str]:
@@ -296,9 +265,6 @@ def decode_offload_index(data: bytes, *, key: str) -> OffloadIndex:
     DecodeError
         Wrong magic, truncated object, metadata that does not decode.
     """
-    from ledgerlens.formats.bookkeeper import ledger_metadata_from_binary
-    from ledgerlens.formats.managed_ledger import decode_ledger_info
-
     reader = _Reader(bytes(data), key)
     if len(reader.data) < 4:
         raise DecodeError(key, f"index object truncated: {len(reader.data)} bytes")

@@ -28,6 +28,8 @@ from typing import Any
 
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.kafka_remote_log import (
+    METADATA_TOPIC,
+    MetadataRecord,
     PartitionDeleteRecord,
     RemoteLogRecord,
     SegmentRecord,
@@ -44,8 +46,6 @@ __all__ = [
     "is_valid_segment_transition",
     "replay",
 ]
-
-METADATA_TOPIC = "__remote_log_metadata"
 
 _SEGMENT_NEXT = {
     "COPY_SEGMENT_STARTED": ("COPY_SEGMENT_FINISHED", "DELETE_SEGMENT_STARTED"),
@@ -79,16 +79,6 @@ def is_valid_partition_transition(src: str | None, target: str) -> bool:
     if src is None:
         return target == "DELETE_PARTITION_MARKED"
     return src == target or target in _PARTITION_NEXT[src]
-
-
-@dataclass(frozen=True)
-class MetadataRecord:
-    """One record of the metadata topic as read: where it is, when, and its value bytes."""
-
-    partition: int
-    offset: int
-    timestamp_ms: int | None
-    value: bytes | None
 
 
 @dataclass

@@ -58,8 +58,9 @@ from ledgerlens.config import AuditConfig
 from ledgerlens.errors import SandboxError
 from ledgerlens.formats.managed_ledger import decode_managed_ledger
 from ledgerlens.formats.names import encode_component
-from ledgerlens.formats.offload import ledger_object_keys, uuid_to_bits
+from ledgerlens.formats.offload import ledger_object_keys
 from ledgerlens.formats.paths import ledger_path
+from ledgerlens.formats.uuids import uuid_to_bits
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, make_client, topic_path
 from ledgerlens.sandbox.seed import (

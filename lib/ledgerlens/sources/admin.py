@@ -510,7 +510,7 @@ class AdminReads:
 
 
 def _ml_bytes(info: dict[str, Any]) -> bytes:
-    from ledgerlens.formats.offload import uuid_to_bits
+    from ledgerlens.formats.uuids import uuid_to_bits
     from ledgerlens.proto import managed_ledger_pb2 as mlpb
 
     m = mlpb.ManagedLedgerInfo()

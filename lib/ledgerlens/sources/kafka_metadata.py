@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import ConfigError, SourceError
-from ledgerlens.formats.kafka_remote_log import uuid_from_bytes
-from ledgerlens.kafka.replay import METADATA_TOPIC, MetadataRecord
+from ledgerlens.formats.kafka_remote_log import METADATA_TOPIC, MetadataRecord, uuid_from_bytes
 
 __all__ = [
     "CONFIG_ENV",
