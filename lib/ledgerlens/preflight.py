@@ -11,37 +11,24 @@ credential sources boto3 looked at). Each failure is a ``ConfigError`` (a malfor
 
 from __future__ import annotations
 
-import concurrent.futures
-import http.client
-import json
 import re
-import socket
-import ssl
-import threading
 import time
-import urllib.error
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from ledgerlens.config import S3Source, ZooKeeperSource
 from ledgerlens.errors import ConfigError, SourceError
 from ledgerlens.redact import redact
-
-if TYPE_CHECKING:
-    from ledgerlens.sources.admin import AdminApi
+from ledgerlens.sources.admin_client import ADMIN_TIMEOUT_S, AdminApi, AdminClient, admin_clusters, admin_get
+from ledgerlens.sources.reach import tcp_problem
 
 ZK_TIMEOUT_S = 10.0  # the whole ZooKeeper check: resolve, connect, read the structure
 S3_TIMEOUT_S = 10.0
 SPARK_MASTER_TIMEOUT_S = 5.0
-# the admin API: resolve, connect, answer GET /admin/v2/clusters (the broker answers it from its
-# metadata cache, in milliseconds when healthy), so that the command fails within 10 s, start-up
-# included, even on a busy machine
-ADMIN_TIMEOUT_S = 3.0
 ADMIN_COUNT_S = 10.0  # then what it holds (tenants, namespaces, topics), for the plausibility gate
-ADMIN_PROBE_PATH = "/admin/v2/clusters"
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)$")
 _LOCAL_MASTER = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$|^local-cluster\[\d+,\s*\d+,\s*\d+\]$")
 
@@ -116,7 +103,7 @@ def check_spark_master(master: str) -> None:
         )
     problems = []
     for target_host, target_port in targets:
-        problem = _tcp_problem(target_host, target_port, SPARK_MASTER_TIMEOUT_S)
+        problem = tcp_problem(target_host, target_port, SPARK_MASTER_TIMEOUT_S)
         if problem is None:
             return
         problems.append(f"{target_host}:{target_port} {problem}")
@@ -145,46 +132,6 @@ def check_s3_endpoint(endpoint: str) -> None:
 # -- network -----------------------------------------------------------------------------------
 
 
-def _resolve(host: str, port: int, timeout: float) -> list[Any]:
-    """getaddrinfo bounded by ``timeout`` (a dead resolver must not hang the check)."""
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    try:
-        future = pool.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
-        return future.result(timeout=timeout)
-    finally:
-        pool.shutdown(wait=False)
-
-
-def _tcp_problem(host: str, port: int, timeout: float) -> str | None:
-    """None when ``host:port`` accepts a TCP connection within ``timeout``, else what went wrong."""
-    deadline = time.monotonic() + timeout
-    try:
-        infos = _resolve(host, port, timeout)
-    except concurrent.futures.TimeoutError:
-        return f"name lookup of {host!r} timed out"
-    except socket.gaierror as e:
-        return f"name {host!r} does not resolve ({e.strerror})"
-    last = "no address"
-    for family, kind, proto, _name, addr in infos:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return "connect timed out"
-        s = socket.socket(family, kind, proto)
-        s.settimeout(left)
-        try:
-            s.connect(addr)
-            return None
-        except ConnectionRefusedError:
-            last = "connection refused"
-        except TimeoutError:
-            last = "connect timed out"
-        except OSError as e:
-            last = e.strerror or str(e)
-        finally:
-            s.close()
-    return last
-
-
 def check_zookeeper(zk: ZooKeeperSource, *, timeout_s: float = ZK_TIMEOUT_S) -> ConnectString:
     """ZooKeeper answers within ``timeout_s``; refused or unresolvable addresses fail fast, named."""
     cs = parse_connect_string(zk.hosts)
@@ -192,7 +139,7 @@ def check_zookeeper(zk: ZooKeeperSource, *, timeout_s: float = ZK_TIMEOUT_S) -> 
     deadline = time.monotonic() + timeout_s
     problems = []
     for host, port in cs.servers:
-        problem = _tcp_problem(host, port, max(0.5, min(5.0, deadline - time.monotonic())))
+        problem = tcp_problem(host, port, max(0.5, min(5.0, deadline - time.monotonic())))
         if problem is None:
             break
         problems.append(f"{host}:{port} {problem}")
@@ -242,141 +189,6 @@ def znode_count(client: Any) -> int | None:
 
 # -- Pulsar admin API --------------------------------------------------------------------------
 
-_ADMIN_HINT = "is --admin-url the broker's web service, http(s)://HOST:8080?"
-
-
-def _within(fn: Any, timeout_s: float) -> Any:
-    """``fn()`` in a daemon thread, at most ``timeout_s``: its result or its exception, else
-    ``TimeoutError`` (the thread is left behind; a hung read never holds the command)."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
-            box["error"] = e
-
-    thread = threading.Thread(target=run, name="ledgerlens-admin-probe", daemon=True)
-    thread.start()
-    thread.join(max(0.0, timeout_s))
-    if thread.is_alive():
-        raise TimeoutError
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
-
-
-def admin_get(
-    client: Any,
-    endpoint: str,
-    deadline: float,
-    *,
-    retries: int = 3,
-    missing_ok: bool = False,
-    budget_s: float | None = None,
-) -> Any:
-    """The parsed JSON answer of ``GET endpoint`` through ``client`` (an ``AdminClient``: its token,
-    read from its reference, and TLS settings) before ``deadline``; 429 and 5xx answers retried
-    while time is left (``Retry-After`` honoured). Raises ``SourceError`` naming the URL, the
-    request and the problem in one line (``AdminAuthError`` for 401 / 403); a 404 is None with
-    ``missing_ok``, else "not a Pulsar admin API". ``budget_s``: the time a silent server is said
-    to have had (default: what is left until ``deadline``)."""
-    from ledgerlens.sources.admin import _RETRY_STATUS, AdminAuthError, _reason, _retry_after
-
-    where = f"admin API {client.api.url}"
-    budget = budget_s if budget_s is not None else max(0.0, deadline - time.monotonic())
-    silent = f"no answer to GET {endpoint} within {budget:.0f} s ({_ADMIN_HINT})"
-    attempt = 0
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0.05:
-            raise SourceError(where, silent)
-        try:
-            body = _within(lambda t=left: client.fetch(endpoint, t), left + 0.2)
-            break
-        except urllib.error.HTTPError as e:
-            if e.code in (401, 403):
-                raise AdminAuthError(
-                    where,
-                    f"GET {endpoint} answered HTTP {e.code}, not authorized "
-                    "(check auth.admin-token-env / auth.admin-token-file)",
-                ) from None
-            if e.code == 404 and missing_ok:
-                return None
-            if e.code == 404:
-                raise SourceError(
-                    where,
-                    f"GET {endpoint} answered HTTP 404 {_reason(e)}: not a Pulsar admin API ({_ADMIN_HINT})",
-                ) from None
-            if e.code not in _RETRY_STATUS or attempt >= retries:
-                raise SourceError(
-                    where, f"GET {endpoint} answered HTTP {e.code} {_reason(e)}".rstrip()
-                ) from None
-            wait = max(
-                client.api.backoff_s * 2**attempt,
-                _retry_after(e.headers.get("Retry-After") if e.headers else None) or 0.0,
-            )
-            if time.monotonic() + wait >= deadline:
-                raise SourceError(
-                    where, f"GET {endpoint} answered HTTP {e.code} {_reason(e)}".rstrip()
-                ) from None
-            attempt += 1
-            time.sleep(wait)
-        except TimeoutError:
-            raise SourceError(where, silent) from None
-        except http.client.HTTPException as e:  # answers that are not HTTP (a ZooKeeper or binary port)
-            raise SourceError(
-                where, f"GET {endpoint}: not an HTTP answer ({type(e).__name__}; {_ADMIN_HINT})"
-            ) from None
-        except OSError as e:  # URLError (refused, reset, TLS), socket timeouts
-            reason = getattr(e, "reason", e)
-            if isinstance(reason, TimeoutError):
-                raise SourceError(where, silent) from None
-            if isinstance(reason, ssl.SSLError):
-                raise SourceError(
-                    where, f"GET {endpoint}: TLS: {reason} (check auth.tls-* settings and the URL's scheme)"
-                ) from None
-            text = " ".join(str(reason).split()) or type(reason).__name__
-            raise SourceError(where, f"GET {endpoint}: {type(reason).__name__}: {text}") from None
-    try:
-        return json.loads(body) if body.strip() else None
-    except ValueError:
-        snippet = body[:40].decode("utf-8", "replace").replace("\n", " ")
-        raise SourceError(
-            where, f"GET {endpoint}: the answer is not JSON ({snippet!r}...): not a Pulsar admin API"
-        ) from None
-
-
-def admin_clusters(api: AdminApi, *, timeout_s: float = ADMIN_TIMEOUT_S) -> list[str]:
-    """The clusters of the Pulsar admin API at ``api.url`` (``GET /admin/v2/clusters``), answered
-    within ``timeout_s``, else one ``SourceError`` naming the URL and the problem: a name that does
-    not resolve, a refused connection, a server that accepts and never answers, one that answers
-    but is not a Pulsar admin API (404, not JSON, not a list of names), 401/403. The token is read
-    from its reference and only sent in the ``Authorization`` header (``AdminClient``)."""
-    from ledgerlens.sources.admin import AdminClient
-
-    where = f"admin API {api.url}"
-    url = urlsplit(api.url)
-    host = url.hostname or ""
-    try:
-        port = url.port or (443 if url.scheme == "https" else 80)
-    except ValueError as e:
-        raise ConfigError(f"admin URL {api.url!r}: bad port ({e})") from e
-    deadline = time.monotonic() + timeout_s
-    problem = _tcp_problem(host, port, min(timeout_s, 5.0))
-    if problem is not None:
-        raise SourceError(where, f"unreachable: {host}:{port} {problem}")
-    client = AdminClient(api)
-    answer = admin_get(client, ADMIN_PROBE_PATH, deadline, budget_s=timeout_s)
-    if not isinstance(answer, list) or not all(isinstance(c, str) for c in answer):
-        got = json.dumps(answer)[:60]
-        raise SourceError(
-            where,
-            f"GET {ADMIN_PROBE_PATH}: not a Pulsar admin API answer (expected a JSON list of cluster "
-            f"names, got {got}; {_ADMIN_HINT})",
-        )
-    return [str(c) for c in answer]
-
 
 def check_admin(
     api: AdminApi, *, allow_empty_metadata: bool = False, timeout_s: float = ADMIN_TIMEOUT_S
@@ -384,7 +196,6 @@ def check_admin(
     """The admin API answers (``admin_clusters``), then what it holds, counted within
     ``ADMIN_COUNT_S`` for the plausibility gates (``gates.check_admin_structure``)."""
     from ledgerlens.audit.gates import check_admin_structure
-    from ledgerlens.sources.admin import AdminClient
 
     clusters = admin_clusters(api, timeout_s=timeout_s)
     client = AdminClient(api)

@@ -172,14 +172,13 @@ def _bucket(settings: Settings, timeout_s: float) -> Callable[[float], tuple[str
 
 
 def _admin(settings: Settings, timeout_s: float) -> Callable[[float], tuple[str, dict[str, Any]]]:
-    """``GET /admin/v2/clusters`` as the audit's preflight does it (``preflight.admin_clusters``:
+    """``GET /admin/v2/clusters`` as the audit's preflight does it (``sources.admin_client.admin_clusters``:
     the admin source's token reference and TLS settings, one line per failure)."""
 
     def probe(deadline: float) -> tuple[str, dict[str, Any]]:
         from dataclasses import replace
 
-        from ledgerlens.preflight import ADMIN_PROBE_PATH, admin_clusters
-        from ledgerlens.sources.admin import parse_admin_url
+        from ledgerlens.sources.admin_client import ADMIN_PROBE_PATH, admin_clusters, parse_admin_url
 
         api = settings.admin_api()
         api = replace(api, url=parse_admin_url(api.url))

@@ -180,7 +180,7 @@ def check_admin_structure(
     """What a Pulsar admin API holds, as the admin source reads it: its tenants
     (``/admin/v2/tenants``), their namespaces and each namespace's persistent topics with system
     topics (the managed ledgers of its metadata store). ``get(endpoint)``: the parsed answer, None
-    for 404, ``SourceError`` otherwise (``preflight.admin_get``: bounded by one deadline).
+    for 404, ``SourceError`` otherwise (``sources.admin_client.admin_get``: bounded by one deadline).
 
     Returns what was seen (``judge_structure``'s keys: ``managed_ledger_tenants`` the tenants with
     at least one topic, for the bucket gate of ``preflight``), and ``tenants``, ``namespaces``,
@@ -191,7 +191,7 @@ def check_admin_structure(
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from ledgerlens.sources.admin import AdminAuthError, _ns_api, _q
+    from ledgerlens.sources.admin_client import AdminAuthError, _ns_api, _q
 
     counts = {"tenants": 0, "namespaces": 0, "topics": 0}
     with_topics: set[str] = set()

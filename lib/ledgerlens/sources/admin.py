@@ -32,11 +32,6 @@ from __future__ import annotations
 
 import json
 import re
-import ssl
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,128 +39,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ledgerlens.config import SecretRef
-from ledgerlens.errors import ConfigError, SourceError
+from ledgerlens.errors import SourceError
 from ledgerlens.formats.names import decode_component, encode_component, split_topic, topic_to_managed_ledger
+from ledgerlens.sources.admin_client import (
+    AdminApi,
+    AdminAuthError,
+    AdminClient,
+    _ns_api,
+    _q,
+    admin_clusters,
+    parse_admin_url,
+)
 from ledgerlens.sources.base import PULSAR_STAGES, InventorySource, Row
-from ledgerlens.sources.zookeeper import RateLimiter, _name_columns, policy_row
+from ledgerlens.sources.zookeeper import _name_columns, policy_row
 
 __all__ = ["AdminApi", "AdminAuthError", "AdminClient", "AdminSource", "parse_admin_url"]
 
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-\d+$")
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-_MAX_BACKOFF_S = 10.0
-
-
-def parse_admin_url(text: str) -> str:
-    """``http(s)://host:port[/]`` -> the URL without a trailing slash; ConfigError otherwise."""
-    url = text.strip().rstrip("/")
-    p = urllib.parse.urlparse(url)
-    if p.scheme not in ("http", "https") or not p.hostname:
-        raise ConfigError(f"admin URL {text!r}: expected http(s)://HOST:PORT (the broker's web service)")
-    if p.username or p.password or p.query:
-        raise ConfigError(f"admin URL {p.scheme}://{p.hostname}: no credentials or query in the URL")
-    return url
-
-
-class AdminAuthError(SourceError):
-    """The admin API refused the request (HTTP 401 / 403): the token or its permissions."""
-
-
-@dataclass(frozen=True)
-class AdminApi:
-    """How to reach the admin API: settings and credential references only (no token value)."""
-
-    url: str
-    token: SecretRef | None = None
-    tls_trust_certs_file: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-    timeout_s: float = 30.0
-    retries: int = 5
-    backoff_s: float = 0.5
-    concurrency: int = 8
-    rate_limit: float | None = None  # requests/s across the whole scan
-
-
-class AdminClient:
-    """Blocking JSON GETs with retries; thread-safe (one ``urlopen`` per request)."""
-
-    def __init__(self, api: AdminApi, rate_limit: float | None = None) -> None:
-        self.api = api
-        self._headers = {"Accept": "application/json", "User-Agent": "ledgerlens"}
-        if api.token is not None:
-            self._headers["Authorization"] = f"Bearer {api.token.read()}"
-        self._ssl: ssl.SSLContext | None = None
-        if api.url.startswith("https:"):
-            ctx = ssl.create_default_context(cafile=api.tls_trust_certs_file or None)
-            if api.tls_cert_file:
-                ctx.load_cert_chain(api.tls_cert_file, api.tls_key_file or None)
-            self._ssl = ctx
-        self._limit = RateLimiter(rate_limit)
-        self.requests = 0
-        self.retried = 0
-
-    def fetch(self, endpoint: str, timeout_s: float) -> bytes:
-        """The body of one ``GET endpoint`` (path and query), no retry: urllib's errors as they are
-        (``HTTPError``, ``URLError``, timeouts). ``get`` retries it; the preflight probe bounds it."""
-        req = urllib.request.Request(self.api.url + endpoint, headers=self._headers)
-        with urllib.request.urlopen(req, timeout=timeout_s, context=self._ssl) as resp:
-            return bytes(resp.read())
-
-    def get(self, path: str, params: dict[str, str] | None = None, *, missing_ok: bool = False) -> Any:
-        """The parsed JSON answer of ``GET path``; None on 404 when ``missing_ok``."""
-        endpoint = path + ("?" + urllib.parse.urlencode(params) if params else "")
-        where = f"admin API GET {self.api.url}{endpoint}"
-        attempt = 0
-        while True:
-            self._limit.acquire()
-            self.requests += 1
-            retry_after: float | None = None
-            try:
-                body = self.fetch(endpoint, self.api.timeout_s)
-                break
-            except urllib.error.HTTPError as e:
-                if e.code == 404 and missing_ok:
-                    return None
-                if e.code in (401, 403):
-                    raise AdminAuthError(
-                        where, f"HTTP {e.code}, not authorized (check auth.admin-token-env/-file)"
-                    ) from None
-                if e.code not in _RETRY_STATUS:
-                    raise SourceError(where, f"HTTP {e.code} {_reason(e)}") from None
-                problem = f"HTTP {e.code} {_reason(e)}"
-                retry_after = _retry_after(e.headers.get("Retry-After") if e.headers else None)
-            except OSError as e:  # URLError, timeouts, refused or reset connections
-                reason = getattr(e, "reason", e)
-                problem = f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
-            attempt += 1
-            if attempt > self.api.retries:
-                raise SourceError(where, f"{problem} after {attempt} attempts") from None
-            self.retried += 1
-            delay = min(_MAX_BACKOFF_S, self.api.backoff_s * 2 ** (attempt - 1))
-            time.sleep(min(_MAX_BACKOFF_S, max(delay, retry_after or 0.0)))
-        try:
-            return json.loads(body) if body.strip() else None
-        except ValueError:
-            snippet = body[:40].decode("utf-8", "replace").replace("\n", " ")
-            raise SourceError(where, f"the answer is not JSON ({snippet!r}...)") from None
-
-
-def _reason(e: urllib.error.HTTPError) -> str:
-    try:
-        body = e.read()[:300].decode("utf-8", "replace")
-        reason = json.loads(body).get("reason") if body.strip().startswith("{") else None
-    except (OSError, ValueError, AttributeError):
-        reason = None
-    return str(reason or e.reason or "").replace("\n", " ")[:200]
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return float(value) if value else None
-    except ValueError:
-        return None
 
 
 def _date_ms(text: str | None) -> int | None:
@@ -180,22 +70,10 @@ def _date_ms(text: str | None) -> int | None:
     return None
 
 
-def _q(name: str) -> str:
-    return urllib.parse.quote(name, safe="")
-
-
 def _local_name(topic: str) -> tuple[str, str]:
     """``persistent://t/ns/x`` -> (``t/ns``, ``x``); a v1 ``persistent://t/c/ns/x`` -> (``t/c/ns``, ``x``)."""
     _domain, tenant, cluster, ns, local = split_topic(topic)
     return (f"{tenant}/{cluster}/{ns}" if cluster is not None else f"{tenant}/{ns}"), local
-
-
-def _ns_api(ns: str) -> str:
-    """The admin API's path of a namespace resource family: ``/admin/v2/{kind}/t/ns`` for ``t/ns``,
-    the v1 API ``/admin/{kind}/t/c/ns`` for a v1 namespace ``t/c/ns`` (v2 refuses those)."""
-    parts = ns.split("/")
-    quoted = "/".join(_q(p) for p in parts)
-    return ("/admin/{kind}/" if len(parts) == 3 else "/admin/v2/{kind}/") + quoted
 
 
 def managed_ledger_rows(ml: str, info: dict[str, Any]) -> Iterator[Row]:
@@ -335,16 +213,12 @@ class AdminSource(InventorySource):
         return AdminClient(self.api, rate_limit)
 
     def check(self) -> None:
-        """The API answers as a Pulsar admin API within a few seconds (``preflight.admin_clusters``):
+        """The API answers as a Pulsar admin API within a few seconds (``admin_clusters``):
         a refused, unresolvable or silent endpoint is one ``SourceError`` at once, not minutes of
         retries."""
-        from ledgerlens.preflight import admin_clusters
-
         admin_clusters(self.api)
 
     def clusters(self) -> list[str] | None:
-        from ledgerlens.preflight import admin_clusters
-
         return sorted(c for c in admin_clusters(self.api) if c != "global")
 
     def _namespaces(self, c: AdminClient) -> list[str]:

@@ -43,6 +43,7 @@ from ledgerlens.formats.paths import is_ledger_level1, is_special_znode, ledger_
 from ledgerlens.formats.policies import decode_namespace_policies
 from ledgerlens.formats.schema import decode_schema_locator
 from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource, Row
+from ledgerlens.sources.reach import RateLimiter
 
 __all__ = [
     "LiveZooKeeper",
@@ -84,32 +85,6 @@ def connect(hosts: str, *, timeout_s: float = 30.0, auth: ZooKeeperAuth | None =
         client.close()
         raise SourceError(f"zookeeper {hosts}", f"cannot connect: {type(e).__name__}: {e}") from e
     return client
-
-
-class RateLimiter:
-    """Token bucket: on average at most ``rate`` operations per second, bursts up to ``burst``.
-
-    ``rate`` of ``None`` or ``<= 0`` disables the limit.
-    """
-
-    def __init__(self, rate: float | None, burst: float | None = None) -> None:
-        self.rate = rate if rate and rate > 0 else None
-        self.burst = burst if burst is not None else max(1.0, (self.rate or 0.0) / 20)  # 50 ms of work
-        self._tokens = self.burst
-        self._last = time.monotonic()
-
-    def acquire(self, n: int = 1) -> None:
-        """Block until ``n`` tokens are available, then take them."""
-        if self.rate is None:
-            return
-        while True:
-            now = time.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-            self._last = now
-            if self._tokens >= n:
-                self._tokens -= n
-                return
-            time.sleep((n - self._tokens) / self.rate)
 
 
 @dataclass(slots=True)
