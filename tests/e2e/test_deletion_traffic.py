@@ -42,12 +42,12 @@ from ledgerlens.deletion.plan import build_plan, write_plan
 from ledgerlens.deletion.publish import publish, pulsar_client
 from ledgerlens.deletion.references import ReferenceIndex, scan_references
 from ledgerlens.deletion.status import final_outcomes, in_flight
-from ledgerlens.deletion.verify import owners_of
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.managed_ledger import decode_managed_ledger
 from ledgerlens.formats.names import topic_to_managed_ledger
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.paths import is_ledger_level1, ledger_id_from_path, ledger_path
+from ledgerlens.formats.references import owners_of
 from ledgerlens.sandbox.pulsar import AdminError, admin, make_client, topic_path
 from ledgerlens.sandbox.seed import ensure_namespace, produce
 from ledgerlens.sources.zookeeper import PipelinedReader

@@ -19,10 +19,14 @@ import pytest
 
 from kafka_leaks import DROPPED, FOREIGN, HEALTHY, LEARNED, ORPHAN, PREFIX, REWRITTEN, make_leaks, uid
 from ledgerlens.deletion import messages as m
+from ledgerlens.deletion.actions.delete_remote_segment import (
+    KafkaLive,
+    delete_remote_objects,
+    verify_remote_segments,
+)
 from ledgerlens.deletion.approval import approve
 from ledgerlens.deletion.journal import Journal
 from ledgerlens.deletion.plan import PlanError, build_plan, write_plan
-from ledgerlens.deletion.verify_kafka import KafkaLive, delete_remote_objects, verify_remote_segments
 from ledgerlens.errors import ConfigError
 from ledgerlens.proto import pending_delete_pb2 as pb
 

@@ -13,6 +13,8 @@ import boto3
 import pytest
 
 from ledgerlens.deletion import verify as v
+from ledgerlens.deletion.actions.delete_ledger import verify_ledgers
+from ledgerlens.deletion.actions.delete_object import verify_objects
 from ledgerlens.deletion.plan import build_plan
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
@@ -74,7 +76,7 @@ def test_ledger_verdicts(chroot_zk: Any, s3_server: Any, bucket: str, tmp_path: 
     zk.delete(ledger_path(ids[6]))
 
     reader = v.LiveReader(zk, zk)
-    got = [verdict for verdict, _ in v.verify_ledgers(items, reader)]
+    got = [verdict for verdict, _ in verify_ledgers(items, reader)]
     assert [g.decision for g in got] == [
         v.IN_USE,
         v.IN_USE,
@@ -89,9 +91,9 @@ def test_ledger_verdicts(chroot_zk: Any, s3_server: Any, bucket: str, tmp_path: 
     assert "schema locator" in got[4].reason and "znode version" in got[5].reason
 
     zk.delete("/admin/policies/ll-app")
-    got = [verdict for verdict, _ in v.verify_ledgers(items[7:], reader)]
+    got = [verdict for verdict, _ in verify_ledgers(items[7:], reader)]
     assert [g.decision for g in got] == [v.MISMATCH, v.MISMATCH] and "another cluster" in got[0].reason
-    got = [verdict for verdict, _ in v.verify_ledgers(items[7:], reader, deleted_tenants=["ll-app"])]
+    got = [verdict for verdict, _ in verify_ledgers(items[7:], reader, deleted_tenants=["ll-app"])]
     assert [g.decision for g in got] == [v.DELETE, v.DELETE]  # an approved deleted tenant
 
     # custom metadata rewritten in place (same length of history, different owner): a forged ledger
@@ -106,7 +108,7 @@ def test_ledger_verdicts(chroot_zk: Any, s3_server: Any, bucket: str, tmp_path: 
     )
     zk.delete(ledger_path(ids[8]))
     zk.create(ledger_path(ids[8]), wire.bk_metadata(md, 3))
-    got = [verdict for verdict, _ in v.verify_ledgers(items[8:], reader)]
+    got = [verdict for verdict, _ in verify_ledgers(items[8:], reader)]
     assert got[0].decision == v.MISMATCH and "custom metadata" in got[0].reason
 
 
@@ -132,15 +134,15 @@ def test_object_verdicts(chroot_zk: Any, s3_server: Any, bucket: str, tmp_path: 
     fabricate(zk, s3, bucket, managed_ledger=ML, ledgers=1, first_id=items[4]["expected"]["ledger_id"])
 
     reader = v.LiveReader(zk, zk)
-    got = v.verify_objects(items, reader, s3, bucket=bucket, cluster_name="ours")
+    got = verify_objects(items, reader, s3, bucket=bucket, cluster_name="ours")
     assert [g.decision for g, _ in got] == [v.IN_USE, v.MISMATCH, v.ALREADY_GONE, v.UNPROVABLE, v.DELETE]
     assert got[3][0].detail["only_copy"] and got[3][0].detail["node"] == f"/managed-ledgers/{ML}"
     assert sorted(got[4][1]) == sorted(o["key"] for o in items[4]["expected"]["objects"])
-    other = v.verify_objects(items[4:], reader, s3, bucket=bucket, cluster_name="theirs")
+    other = verify_objects(items[4:], reader, s3, bucket=bucket, cluster_name="theirs")
     assert other[0][0].decision == v.MISMATCH and "cluster" in other[0][0].reason
     # the managed ledger deleted: the only copy is deletable (its data was deleted with the topic)
     zk.delete(f"/managed-ledgers/{ML}")
-    again = v.verify_objects(items[3:4], reader, s3, bucket=bucket, cluster_name="ours")
+    again = verify_objects(items[3:4], reader, s3, bucket=bucket, cluster_name="ours")
     assert again[0][0].decision == v.DELETE
 
 

@@ -8,10 +8,12 @@ journal) takes a batch of messages and, for each one:
 2. finds the approved item it claims to be (plan hash + item id in a verified journal) and rebuilds
    the message that item stands for: no such item (``unapproved``) or any differing field
    (``forged``) is refused, acked without deleting, and journaled;
-3. re-verifies the live state (:mod:`ledgerlens.deletion.verify`): against the reference index of
-   every Pulsar store (:mod:`ledgerlens.deletion.references`, read at the start of the run and again
-   when older than ``reference_max_age_s``) and the item's own nodes read right now; anything
-   referenced is ``skipped_in_use``, anything whose references are unknown ``skipped_unprovable``;
+3. re-verifies the live state through the item's action (``deletion.actions.ACTIONS``: one module
+   per action holds its verification and its execution; the rules are listed in
+   :mod:`ledgerlens.deletion.verify`): against the reference index of every Pulsar store
+   (:mod:`ledgerlens.deletion.references`, read at the start of the run and again when older than
+   ``reference_max_age_s``) and the item's own nodes read right now; anything referenced is
+   ``skipped_in_use``, anything whose references are unknown ``skipped_unprovable``;
 4. journals an intent for every item it is about to act on, then acts: removes the ledger znode
    with the version it just read (BookKeeper's own way: the bookies' garbage collector reclaims
    the entries), deletes the offload copy's data and index objects, or loads the topic through the
@@ -43,14 +45,15 @@ from typing import Any
 from ledgerlens.config import S3Source
 from ledgerlens.deletion import messages as m
 from ledgerlens.deletion import verify as v
+from ledgerlens.deletion.actions import ACTIONS, ActionContext, Work
 from ledgerlens.deletion.approval import approvals_in
 from ledgerlens.deletion.journal import Journal
 from ledgerlens.deletion.metrics import DeletionMetrics
+from ledgerlens.deletion.outcomes import Mismatch, Outcome
 from ledgerlens.deletion.publish import pulsar_client
 from ledgerlens.deletion.references import DEFAULT_MAX_AGE_S, ReferenceIndex, ReferenceScanner
-from ledgerlens.deletion.status import in_flight, rest, topic_rest_path
+from ledgerlens.deletion.status import in_flight
 from ledgerlens.errors import DecodeError
-from ledgerlens.formats.paths import ledger_path
 from ledgerlens.redact import redact
 
 DLQ_SUBSCRIPTION = "ledgerlens-dlq"
@@ -100,29 +103,6 @@ class DeleterReport:
     signal: int | None = None  # SIGINT or SIGTERM that stopped the run (after its batch)
 
 
-@dataclass
-class _Work:
-    """One received message on its way through a batch."""
-
-    msg: Any
-    attempt: int
-    info: Any = None  # PendingDeleteLedgerInfo once decoded
-    item: dict[str, Any] | None = None
-    approval_id: str | None = None
-    outcome: str | None = None  # deleted, already_gone, skipped_in_use, skipped_unprovable,
-    # skipped_mismatch, failed, loaded
-    reason: str = ""
-    mismatch: str = ""  # unapproved, forged, changed, foreign
-    detail: dict[str, Any] = field(default_factory=dict)
-    act: Any = None  # what to execute: Node (ledger), keys (objects), True (load)
-
-    @property
-    def type(self) -> str:
-        if self.info is not None and self.info.HasField("ledgerType"):
-            return m.TYPE_NAMES.get(self.info.ledgerType, "unknown")
-        return "unknown"
-
-
 class Deleter:
     """The phase-2 consumer; see the module docstring."""
 
@@ -148,7 +128,7 @@ class Deleter:
         self._last_message = time.monotonic()
         self.zookeeper_clients: list[Any] = []  # the live sessions (tests expire them)
         self._error: BaseException | None = None  # a worker's unexpected error stops every worker
-        self._kafka: Any = None  # verify_kafka.KafkaLive, made on the first Kafka item
+        self._kafka: Any = None  # delete_remote_segment.KafkaLive, made on the first Kafka item
         self.scanner: ReferenceScanner | None = None  # the reference index, made on connecting
 
     # -- approvals ---------------------------------------------------------------------------------
@@ -284,7 +264,7 @@ class Deleter:
         for (ph, iid), (item, approval) in sorted(self._approved.items()):
             if ph != plan_hash or (wanted is not None and iid not in wanted):
                 continue
-            w = _Work(msg=None, attempt=0, info=m.item_to_message(item, ph), item=item)
+            w = Work(msg=None, attempt=0, info=m.item_to_message(item, ph), item=item)
             w.approval_id = str(approval["approval_id"])
             w.detail["deleted_tenants"] = approval.get("deleted_tenants") or []
             w.detail["cluster_name"] = approval.get("cluster_name")
@@ -423,7 +403,7 @@ class Deleter:
 
     # -- one batch ---------------------------------------------------------------------------------
 
-    def _prepare(self, msgs: Sequence[Any]) -> list[_Work]:
+    def _prepare(self, msgs: Sequence[Any]) -> list[Work]:
         out = []
         for msg in msgs:
             props = msg.properties() or {}
@@ -431,17 +411,17 @@ class Deleter:
                 attempt = int(props.get(m.PROP_ATTEMPT, "0"))
             except ValueError:
                 attempt = 0
-            w = _Work(msg=msg, attempt=attempt)
+            w = Work(msg=msg, attempt=attempt)
             out.append(w)
             try:
                 w.info = m.decode(msg.data())
             except DecodeError as e:  # retrying cannot make it decode: to the dead-letter topic now
-                w.outcome, w.reason = "failed", str(e)
+                w.fail(str(e))
                 w.detail["undecodable"] = True
                 continue
             found = self._lookup(w.info.planHash, w.info.itemId)
             if found is None:
-                w.outcome, w.mismatch = "skipped_mismatch", "unapproved"
+                w.outcome, w.mismatch = Outcome.SKIPPED_MISMATCH, Mismatch.UNAPPROVED
                 w.reason = (
                     f"item {w.info.itemId!r} of plan {w.info.planHash[:16]} is in no approval of the journal"
                 )
@@ -457,7 +437,7 @@ class Deleter:
                         if w.info.HasField(f.name) and getattr(w.info, f.name) != val
                     }
                 )
-                w.outcome, w.mismatch = "skipped_mismatch", "forged"
+                w.outcome, w.mismatch = Outcome.SKIPPED_MISMATCH, Mismatch.FORGED
                 w.reason = f"message differs from the approved item in {', '.join(diff)}"
                 continue
             w.item, w.approval_id = item, str(approval["approval_id"])
@@ -466,80 +446,48 @@ class Deleter:
             w.detail["pulsar_stores"] = approval.get("pulsar_stores") or []
         return out
 
-    def _verify(self, work: Sequence[_Work], reader: v.LiveReader, s3: Any) -> None:
+    def _verify(self, work: Sequence[Work], reader: v.LiveReader, s3: Any) -> None:
+        """Each undecided item through its action's verification (``ACTIONS``)."""
         reads = 1 + len({h for h in self.cfg.pulsar_stores if h != self.cfg.zookeeper})
         for w in work:  # a store the plan's audit read and this deleter does not: blind to its references
             stores = w.detail.get("pulsar_stores") or []
             if w.outcome is None and w.item is not None and len(stores) > reads:
-                w.outcome = v.UNPROVABLE
+                w.outcome = Outcome.SKIPPED_UNPROVABLE
                 w.reason = (
                     f"the plan's audit read {len(stores)} Pulsar metadata stores, this deleter {reads}: "
                     "name the others with --reference-store"
                 )
         todo = [w for w in work if w.outcome is None and w.item is not None]
-        index = (
-            self.scanner.current()
-            if self.scanner is not None
-            and any(w.item and w.item["action"] in ("delete_ledger", "delete_object") for w in todo)
-            else None
-        )
-        by_action: dict[str, list[_Work]] = {}
+        needs_index = any(ACTIONS[w.action].uses_index for w in todo if w.action in ACTIONS)
+        ctx = self._context(reader, s3, self.scanner.current() if needs_index and self.scanner else None)
+        by_action: dict[str, list[Work]] = {}
         for w in todo:
-            by_action.setdefault(w.item["action"], []).append(w)  # type: ignore[index]
-        for action, ws in by_action.items():
+            by_action.setdefault(str(w.action), []).append(w)
+        for name, ws in by_action.items():
+            action = ACTIONS.get(name)
+            if action is None:
+                for w in ws:
+                    w.fail(f"unknown action {name!r}")
+                continue
             # approvals may name different deleted tenants: verify per distinct set
-            groups: dict[tuple[str, ...], list[_Work]] = {}
+            groups: dict[tuple[str, ...], list[Work]] = {}
             for w in ws:
                 groups.setdefault(tuple(sorted(w.detail["deleted_tenants"])), []).append(w)
             for deleted, group in groups.items():
-                items: list[dict[str, Any]] = [w.item for w in group if w.item is not None]
-                if action == "delete_ledger":
-                    for w, (verdict, node) in zip(
-                        group, v.verify_ledgers(items, reader, deleted, index), strict=True
-                    ):
-                        self._apply(w, verdict, node)
-                elif action == "delete_object":
-                    if s3 is None or self.cfg.s3 is None:
-                        for w in group:
-                            w.outcome, w.reason = "failed", "no S3 source configured (--s3-endpoint/--bucket)"
-                        continue
-                    res = v.verify_objects(
-                        items,
-                        reader,
-                        s3,
-                        bucket=self.cfg.s3.bucket,
-                        cluster_name=self.cfg.cluster_name or group[0].detail.get("cluster_name"),
-                        deleted_tenants=deleted,
-                        max_in_flight=self.cfg.s3.max_in_flight,
-                        index=index,
-                        topic_listed=(
-                            v.admin_topic_lister(self.cfg.web_url, self._token())
-                            if self.cfg.web_url
-                            else None
-                        ),
-                    )
-                    for w, (verdict, keys) in zip(group, res, strict=True):
-                        self._apply(w, verdict, keys)
-                elif action == "delete_remote_segment":
-                    live = self._kafka_live()
-                    if live is None:
-                        for w in group:
-                            w.outcome = "failed"
-                            w.reason = (
-                                "no Kafka metadata (--kafka-bootstrap-servers or --kafka-metadata-dump)"
-                            )
-                        continue
-                    from ledgerlens.deletion.verify_kafka import verify_remote_segments
+                action.verify(ctx, group, deleted)
 
-                    res_k = verify_remote_segments(
-                        items, live, self.cfg.s3.max_in_flight if self.cfg.s3 else 16
-                    )
-                    for w, (verdict, keys) in zip(group, res_k, strict=True):
-                        self._apply(w, verdict, keys)
-                else:
-                    res_t = v.verify_loads(items, reader, deleted)
-                    for w, verdict in zip(group, res_t, strict=True):
-                        self._apply(w, verdict, True)
+    def _context(self, reader: v.LiveReader, s3: Any, index: ReferenceIndex | None = None) -> ActionContext:
+        return ActionContext(
+            reader=reader,
+            s3=s3,
+            s3_source=self.cfg.s3,
+            roots=self.cfg.roots,
+            index=index,
+            web_url=self.cfg.web_url,
+            cluster_name=self.cfg.cluster_name,
+            token=self._token,
+            kafka_live=self._kafka_live,
+        )
 
     def _kafka_live(self) -> Any:
         """The Kafka metadata reader (one per deleter: its fold is incremental), or None."""
@@ -547,7 +495,7 @@ class Deleter:
             return None
         with self._lock:
             if self._kafka is None:
-                from ledgerlens.deletion.verify_kafka import KafkaLive
+                from ledgerlens.deletion.actions.delete_remote_segment import KafkaLive
 
                 self._kafka = KafkaLive(
                     bootstrap_servers=self.cfg.kafka_bootstrap_servers,
@@ -556,109 +504,15 @@ class Deleter:
                 )
             return self._kafka
 
-    @staticmethod
-    def _apply(w: _Work, verdict: v.Verdict, act: Any) -> None:
-        w.reason = verdict.reason
-        w.detail.update(verdict.detail)
-        if verdict.decision in (v.DELETE, v.LOAD):
-            w.act = act
-        elif verdict.decision == v.RETRY:
-            w.outcome = "failed"
-        else:
-            w.outcome = verdict.decision
-            if verdict.decision == v.MISMATCH:
-                w.mismatch = "foreign" if "another cluster" in verdict.reason else "changed"
+    def _execute(self, work: Sequence[Work], s3: Any, bk: Any) -> None:
+        """Each verified item through its action's execution, action by action (``ACTIONS``)."""
+        ctx = self._context(v.LiveReader(bk, None, self.cfg.roots), s3)
+        for name, action in ACTIONS.items():
+            mine = [w for w in work if w.act is not None and w.action == name]
+            if mine:
+                action.execute(ctx, mine)
 
-    def _execute(self, work: Sequence[_Work], s3: Any, bk: Any) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        from kazoo.exceptions import BadVersionError, NoNodeError
-
-        ledgers = [w for w in work if w.act is not None and w.item and w.item["action"] == "delete_ledger"]
-        pending = []
-        for w in ledgers:
-            path = ledger_path(int(w.item["expected"]["ledger_id"]), self.cfg.roots.ledgers)  # type: ignore[index]
-            pending.append((w, bk.delete_async(path, version=w.act.version)))
-        for w, res in pending:
-            try:
-                res.get(timeout=30)
-                w.outcome = "deleted"
-                w.reason = f"ledger znode removed at version {w.act.version}"
-            except NoNodeError:
-                w.outcome, w.reason = "already_gone", "ledger znode vanished just before the delete"
-            except BadVersionError:
-                w.outcome, w.reason = "failed", "ledger znode changed between verification and delete"
-            except Exception as e:  # noqa: BLE001 - connection loss / session expiry: verified again on retry
-                w.outcome, w.reason = "failed", f"delete failed: {type(e).__name__}: {e}"[:300]
-
-        objects = [w for w in work if w.act is not None and w.item and w.item["action"] == "delete_object"]
-        remote = [
-            w for w in work if w.act is not None and w.item and w.item["action"] == "delete_remote_segment"
-        ]
-
-        def delete_remote(w: _Work) -> None:
-            from ledgerlens.deletion.verify_kafka import delete_remote_objects
-
-            try:
-                delete_remote_objects(w.item or {}, w.act, self._kafka_live())
-                w.outcome, w.reason = "deleted", f"deleted {', '.join(w.act)}"
-            except Exception as e:  # noqa: BLE001 - store down or refusing: retried
-                w.outcome, w.reason = "failed", f"remote storage delete failed: {type(e).__name__}: {e}"[:300]
-
-        # offload copies: the batch's verified keys in DeleteObjects requests of up to 1,000 keys
-        chunks: list[list[_Work]] = [[]]
-        for w in objects:
-            if sum(len(x.act) for x in chunks[-1]) + len(w.act) > 1000:
-                chunks.append([])
-            chunks[-1].append(w)
-
-        def delete_chunk(ws: list[_Work]) -> None:
-            assert self.cfg.s3 is not None
-            keys = [k for w in ws for k in w.act]
-            try:
-                resp = s3.delete_objects(
-                    Bucket=self.cfg.s3.bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
-                )
-            except Exception as e:  # noqa: BLE001 - S3 down or refusing: every copy of the chunk retried
-                for w in ws:
-                    w.outcome, w.reason = "failed", f"S3 delete failed: {type(e).__name__}: {e}"[:300]
-                return
-            errors = {
-                str(x.get("Key")): f"{x.get('Code')}: {x.get('Message')}" for x in resp.get("Errors") or []
-            }
-            for w in ws:
-                bad = [f"{k} ({errors[k]})" for k in w.act if k in errors]
-                if bad:
-                    w.outcome, w.reason = "failed", f"S3 refused to delete {', '.join(bad)}"[:300]
-                else:
-                    w.outcome, w.reason = "deleted", f"deleted {', '.join(w.act)}"
-
-        tasks = [(delete_chunk, c) for c in chunks if c] + [(delete_remote, w) for w in remote]
-        if tasks:
-            with ThreadPoolExecutor(
-                max_workers=max(1, min(len(tasks), self.cfg.s3.max_in_flight if self.cfg.s3 else 4))
-            ) as pool:
-                list(pool.map(lambda t: t[0](t[1]), tasks))
-
-        for w in work:
-            if w.act is not None and w.item and w.item["action"] == "load_topic":
-                if not self.cfg.web_url:
-                    w.outcome, w.reason = "failed", "no --web-url to load the topic through"
-                    continue
-                topic = str(w.item["expected"]["topic"])
-                try:
-                    rest(
-                        self.cfg.web_url,
-                        "GET",
-                        topic_rest_path(topic) + "/internalStats",
-                        timeout=60,
-                        token=self._token(),
-                    )
-                    w.outcome, w.reason = "loaded", f"loaded {topic}: the broker trims by its own rules"
-                except (OSError, ValueError) as e:
-                    w.outcome, w.reason = "failed", f"loading {topic} failed: {e}"[:300]
-
-    def _record(self, w: _Work, **extra: Any) -> dict[str, Any]:
+    def _record(self, w: Work, **extra: Any) -> dict[str, Any]:
         info = w.info
         rec: dict[str, Any] = {
             "type": "outcome",
@@ -682,7 +536,7 @@ class Deleter:
                 rec["object_key"] = info.objectKey
         if w.approval_id:
             rec["approval_id"] = w.approval_id
-        if w.outcome != "failed" and w.mismatch:
+        if w.outcome != Outcome.FAILED and w.mismatch:
             rec["message"] = m.describe(info) if info is not None else None
         rec.update(extra)
         return rec
@@ -699,7 +553,7 @@ class Deleter:
                     continue
                 key = (w.info.planHash, w.info.itemId)
                 if key in self._active:  # a duplicate message: one effect only, the other comes back later
-                    w.act, w.outcome = None, "failed"
+                    w.act, w.outcome = None, Outcome.FAILED
                     w.reason = "the same item is being acted on by another worker; verified again later"
                 else:
                     self._active.add(key)
@@ -710,7 +564,7 @@ class Deleter:
             with self._lock:
                 self._active.difference_update(claimed)
 
-    def _intent(self, w: _Work) -> dict[str, Any]:
+    def _intent(self, w: Work) -> dict[str, Any]:
         """The journal line written before an item is acted on."""
         rec = {
             "type": "intent",
@@ -727,7 +581,7 @@ class Deleter:
         return rec
 
     def _act_and_record(
-        self, work: list[_Work], consumer: Any, s3: Any, retry: Any, dlq: Any, bk: Any
+        self, work: list[Work], consumer: Any, s3: Any, retry: Any, dlq: Any, bk: Any
     ) -> None:
         acting = [w for w in work if w.act is not None]
         if acting:
@@ -736,7 +590,7 @@ class Deleter:
         # failures: to the retry topic, or the dead-letter topic after max_attempts
         records = []
         for w in work:
-            if w.outcome == "failed":
+            if w.outcome == Outcome.FAILED:
                 last = w.attempt + 1 >= self.cfg.max_attempts or w.detail.get("undecodable")
                 nxt = "dead_letter" if last else "retry"
                 props = dict(w.msg.properties() or {})
@@ -769,26 +623,26 @@ class Deleter:
             if self._progress is not None:
                 self._progress(self.report)
 
-    def _count(self, work: Sequence[_Work]) -> None:
+    def _count(self, work: Sequence[Work]) -> None:
         mt = self.metrics
         for w in work:
             t = w.type
             mt.received.labels(type=t).inc()
-            if w.outcome == "deleted":
+            if w.outcome == Outcome.DELETED:
                 {"ledger": mt.deleted_ledgers, "remote_segment": mt.deleted_remote_segments}.get(
                     t, mt.deleted_offload_copies
                 ).inc()
-            elif w.outcome == "loaded":
+            elif w.outcome == Outcome.LOADED:
                 mt.loaded_topics.inc()
-            elif w.outcome == "already_gone":
+            elif w.outcome == Outcome.ALREADY_GONE:
                 mt.already_gone.labels(type=t).inc()
-            elif w.outcome == "skipped_in_use":
+            elif w.outcome == Outcome.SKIPPED_IN_USE:
                 mt.skipped_in_use.labels(type=t).inc()
-            elif w.outcome == "skipped_unprovable":
+            elif w.outcome == Outcome.SKIPPED_UNPROVABLE:
                 mt.skipped_unprovable.labels(type=t).inc()
-            elif w.outcome == "skipped_mismatch":
-                mt.skipped_mismatch.labels(type=t, reason=w.mismatch or "changed").inc()
-            elif w.outcome == "failed":
+            elif w.outcome == Outcome.SKIPPED_MISMATCH:
+                mt.skipped_mismatch.labels(type=t, reason=w.mismatch or Mismatch.CHANGED).inc()
+            elif w.outcome == Outcome.FAILED:
                 mt.failed.labels(type=t).inc()
                 if "unacked" not in w.detail:
                     if w.attempt + 1 >= self.cfg.max_attempts or w.detail.get("undecodable"):
@@ -829,7 +683,7 @@ class Deleter:
     def _dry_batch(self, msgs: Sequence[Any], reader: v.LiveReader, s3: Any) -> None:
         self._dry_batch_work(self._prepare(msgs), reader, s3)
 
-    def _dry_batch_work(self, work: list[_Work], reader: v.LiveReader, s3: Any) -> None:
+    def _dry_batch_work(self, work: list[Work], reader: v.LiveReader, s3: Any) -> None:
         self._verify(work, reader, s3)
         self.report.messages += len(work)
         records = []

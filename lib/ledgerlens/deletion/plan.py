@@ -45,7 +45,7 @@ DELETE_KINDS: dict[str, str] = {"orphan_ledger": "delete_ledger", "orphan_offloa
 LOAD_KINDS: dict[str, str] = {"retention_overdue": "load_topic", "offloaded_not_deleted": "load_topic"}
 # Kafka (KIP-405) objects no live segment metadata names; the finding's action is delete_object,
 # the plan item's delete_remote_segment (the segment's objects together, re-verified against the
-# Kafka metadata by ledgerlens.deletion.verify_kafka).
+# Kafka metadata by ledgerlens.deletion.actions.delete_remote_segment).
 KAFKA_KINDS: dict[str, str] = {
     "remote_segment_orphan_object": "delete_object",
     "remote_segment_deleted_partition_object": "delete_object",

@@ -1,4 +1,5 @@
-"""The live re-verification every deletion must pass, right before it happens.
+"""The live re-verification every deletion must pass, right before it happens: the live reads and
+verdicts every action shares; each action's own check is in its module (``deletion.actions``).
 
 The plan was made from a snapshot; brokers kept working since. The deleter's check is a superset of
 the audit's: "referenced" is ``ledgerlens.formats.references``, applied to two reads of the live
@@ -43,28 +44,27 @@ topic (``load_topic``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledgerlens.deletion.outcomes import Decision
 from ledgerlens.deletion.references import DEFAULT_ROOTS, ReferenceIndex, Roots
 from ledgerlens.errors import LedgerLensError
 from ledgerlens.formats import managed_ledger as mlf
 from ledgerlens.formats import references as refs
-from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.formats.paths import ledger_path
-from ledgerlens.formats.references import owners_of
 from ledgerlens.formats.schema import decode_schema_locator
 
 DELETE, ALREADY_GONE, IN_USE, UNPROVABLE, MISMATCH, RETRY, LOAD = (
-    "delete",
-    "already_gone",
-    "skipped_in_use",
-    "skipped_unprovable",
-    "skipped_mismatch",
-    "retry",
-    "load",
+    Decision.DELETE,
+    Decision.ALREADY_GONE,
+    Decision.IN_USE,
+    Decision.UNPROVABLE,
+    Decision.MISMATCH,
+    Decision.RETRY,
+    Decision.LOAD,
 )
 
 
@@ -81,7 +81,7 @@ class Unprovable(Exception):
 class Verdict:
     """What to do with one item, and why."""
 
-    decision: str
+    decision: Decision
     reason: str
     detail: dict[str, Any] = field(default_factory=dict)
 
@@ -318,336 +318,3 @@ def _tenant_verdict(
         if not state and t not in deleted and t not in owned:
             return Verdict(MISMATCH, f"tenant {t!r} is not in the Pulsar store: another cluster's data")
     return None
-
-
-def verify_ledgers(
-    items: Sequence[Mapping[str, Any]],
-    reader: LiveReader,
-    deleted_tenants: Iterable[str] = (),
-    index: ReferenceIndex | None = None,
-) -> list[tuple[Verdict, Node | None]]:
-    """Verdicts for approved ``delete_ledger`` items, with the ledger node read (for the version).
-
-    ``index`` is the deleter's current reference index (every reference of the Pulsar stores);
-    without it only the owners the ledger's custom metadata names are read (tests of one rule).
-    """
-    deleted = set(deleted_tenants)
-    paths = [ledger_path(int(i["expected"]["ledger_id"]), reader.roots.ledgers) for i in items]
-    nodes = get_many(reader.bk, paths)
-    # what each live ledger claims, to know which owners to read
-    claims: list[dict[str, str] | None] = []
-    custom: dict[str, str] | None
-    pre: list[Verdict | None] = []
-    for item, path in zip(items, paths, strict=True):
-        exp = item["expected"]
-        node = nodes[path]
-        claims.append(None)
-        if isinstance(node, _Absent):
-            pre.append(Verdict(ALREADY_GONE, "ledger znode absent"))
-            continue
-        if isinstance(node, Exception):
-            pre.append(Verdict(RETRY, f"ledger znode unreadable: {_err(node)}"))
-            continue
-        if node.version != int(exp["znode_version"]):
-            pre.append(
-                Verdict(
-                    MISMATCH,
-                    f"ledger metadata changed since the plan "
-                    f"(znode version {node.version}, plan {exp['znode_version']})",
-                )
-            )
-            continue
-        try:
-            custom = decode_ledger_metadata(node.data, path=path).custom_text()
-        except LedgerLensError as e:
-            pre.append(Verdict(MISMATCH, f"ledger metadata does not decode any more: {e}"))
-            continue
-        if dict(sorted(custom.items())) != dict(exp.get("custom_metadata") or {}):
-            pre.append(Verdict(MISMATCH, "BookKeeper custom metadata differs from the plan"))
-            continue
-        if custom.get("application") != "pulsar":
-            pre.append(Verdict(MISMATCH, "ledger has no Pulsar custom metadata"))
-            continue
-        claims[-1] = custom
-        pre.append(None)
-
-    mls: set[str] = set()
-    schema_ids: set[str] = set()
-    tenants: set[str] = set()
-    owners: list[tuple[set[str], set[str], list[str | None]]] = []
-    for custom in claims:
-        if custom is None:
-            owners.append((set(), set(), []))
-            continue
-        m, s = owners_of(custom)
-        ts: list[str | None] = [tenant_of_ml(x) for x in sorted(m)]
-        ts += [x.split("/", 1)[0] if "/" in x else None for x in sorted(s)]
-        if not m and not s:
-            ts = [None]
-        mls |= m
-        schema_ids |= s
-        tenants |= {t for t in ts if t}
-        owners.append((m, s, ts))
-    live_tenants = reader.tenants(sorted(tenants)) if tenants else {}
-    live_mls = reader.managed_ledgers(sorted(mls)) if mls else {}
-    live_schemas = reader.schemas(sorted(schema_ids)) if schema_ids else {}
-
-    out: list[tuple[Verdict, Node | None]] = []
-    for item, path, verdict, (m, s, ts) in zip(items, paths, pre, owners, strict=True):
-        node = nodes[path]
-        if verdict is not None:
-            out.append((verdict, None))
-            continue
-        assert isinstance(node, Node)
-        lid = int(item["expected"]["ledger_id"])
-        tv = _tenant_verdict(ts, live_tenants, deleted, index)
-        if tv is not None:
-            out.append((tv, None))
-            continue
-        decided = _index_verdict(index, lid, m | s)
-        for ml in sorted(m) if decided is None else ():
-            got = live_mls[ml]
-            if isinstance(got, Exception):
-                decided = _unreadable(f"managed ledger {ml}", got, "cannot prove the ledger unreferenced")
-                break
-            refs, info = got
-            if lid in refs:
-                decided = Verdict(IN_USE, f"referenced by managed ledger {ml} (ledger list or a cursor)")
-                break
-            component = (item.get("finding") or {}).get("component")
-            if (
-                component == "compacted-ledger"
-                and info["compaction_open"]
-                and (info["compacted"] is None or lid > int(info["compacted"]))
-            ):
-                decided = Verdict(
-                    IN_USE, f"may be the compacted ledger of {ml}: the __compaction cursor ledger is open"
-                )
-                break
-        if decided is None:
-            for sid in sorted(s):
-                got_s = live_schemas[sid]
-                if isinstance(got_s, Exception):
-                    decided = _unreadable(f"schema {sid}", got_s, "cannot read the locator")
-                    break
-                if lid in got_s:
-                    decided = Verdict(IN_USE, f"referenced by the schema locator of {sid}")
-                    break
-        out.append(
-            (decided or Verdict(DELETE, "unreferenced and unchanged", {"znode_version": node.version}), node)
-        )
-    return out
-
-
-def head_object(client: Any, bucket: str, key: str) -> dict[str, Any] | None | Exception:
-    """HEAD an object: {"size", "etag", "metadata"}, None when absent, or the error."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from ledgerlens.sources.s3 import is_not_found
-
-    try:
-        resp = client.head_object(Bucket=bucket, Key=key)
-    except ClientError as e:
-        return None if is_not_found(e) else e
-    except (BotoCoreError, OSError) as e:
-        return e
-    return {
-        "size": int(resp.get("ContentLength", -1)),
-        "etag": resp.get("ETag"),
-        "metadata": {k.lower(): v for k, v in (resp.get("Metadata") or {}).items()},
-    }
-
-
-def verify_objects(
-    items: Sequence[Mapping[str, Any]],
-    reader: LiveReader,
-    s3: Any,
-    *,
-    bucket: str,
-    cluster_name: str | None = None,
-    deleted_tenants: Iterable[str] = (),
-    max_in_flight: int = 16,
-    index: ReferenceIndex | None = None,
-    topic_listed: Callable[[str], bool | Exception] | None = None,
-) -> list[tuple[Verdict, list[str]]]:
-    """Verdicts for approved ``delete_object`` items, with the keys still present (to delete).
-
-    ``topic_listed`` (managed ledger -> whether the admin API lists its topic): with it, an only copy
-    is deleted only when the admin API does not list the topic either (:func:`admin_topic_lister`).
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    deleted = set(deleted_tenants)
-    flat = [(n, o["key"]) for n, i in enumerate(items) for o in i["expected"]["objects"]]
-    with ThreadPoolExecutor(max_workers=max(1, max_in_flight)) as pool:
-        heads = list(pool.map(lambda nk: head_object(s3, bucket, nk[1]), flat))
-    head_of = {(n, k): h for (n, k), h in zip(flat, heads, strict=True)}
-
-    pre: list[Verdict | None] = []
-    present: list[list[str]] = []
-    owner: list[str | None] = []
-    for n, item in enumerate(items):
-        exp = item["expected"]
-        want_bucket = exp.get("bucket")
-        keys: list[str] = []
-        verdict: Verdict | None = None
-        ml: str | None = exp.get("managed_ledger")
-        if want_bucket and want_bucket != bucket:
-            verdict = Verdict(MISMATCH, f"planned for bucket {want_bucket}, deleter runs on {bucket}")
-        for o in exp["objects"] if verdict is None else []:
-            h = head_of[(n, o["key"])]
-            if h is None:
-                continue
-            if isinstance(h, Exception):
-                verdict = Verdict(RETRY, f"HEAD {o['key']}: {_err(h)}")
-                break
-            if h["size"] != int(o["size"]) or h["etag"] != o["etag"]:
-                verdict = Verdict(
-                    MISMATCH,
-                    f"{o['key']} changed since the plan (size {h['size']} etag {h['etag']}, "
-                    f"plan {o['size']} {o['etag']})",
-                )
-                break
-            meta_ml = h["metadata"].get("managedledgername")
-            if meta_ml and ml and meta_ml != ml:
-                verdict = Verdict(MISMATCH, f"{o['key']} belongs to managed ledger {meta_ml}, not {ml}")
-                break
-            ml = ml or meta_ml
-            meta_cluster = h["metadata"].get("pulsarclustername")
-            if cluster_name and meta_cluster and meta_cluster != cluster_name:
-                verdict = Verdict(
-                    MISMATCH, f"{o['key']} was written by cluster {meta_cluster}, not {cluster_name}"
-                )
-                break
-            keys.append(o["key"])
-        if verdict is None and not keys:
-            verdict = Verdict(ALREADY_GONE, "every planned object is absent")
-        if verdict is None and not ml:
-            verdict = Verdict(MISMATCH, "owner managed ledger unknown: not proven to be this cluster's")
-        pre.append(verdict)
-        present.append(keys)
-        owner.append(ml)
-
-    mls = sorted({m for m, v in zip(owner, pre, strict=True) if m and v is None})
-    tenants = sorted({t for t in (tenant_of_ml(m) for m in mls) if t})
-    live_tenants = reader.tenants(tenants) if tenants else {}
-    live_mls = reader.managed_ledgers(mls) if mls else {}
-    # the ledgers' BookKeeper copies: without one, the objects are the only copy of their data
-    wanted_ids = [
-        int(i["expected"]["ledger_id"])
-        for i, v in zip(items, pre, strict=True)
-        if v is None and i["expected"].get("ledger_id") is not None
-    ]
-    in_bk = reader.ledger_nodes(wanted_ids) if wanted_ids else {}
-    out: list[tuple[Verdict, list[str]]] = []
-    for item, verdict, keys, ml in zip(items, pre, present, owner, strict=True):
-        if verdict is not None:
-            out.append((verdict, []))
-            continue
-        assert ml is not None
-        tv = _tenant_verdict([tenant_of_ml(ml)], live_tenants, deleted, index)
-        if tv is not None:
-            out.append((tv, []))
-            continue
-        uuid = str(item["expected"]["uuid"])
-        if index is not None and uuid in index.uuids:
-            node = index.uuids[uuid]
-            out.append((Verdict(IN_USE, f"the offload context of {node} references it", {"node": node}), []))
-            continue
-        iv = _index_verdict(index, None, [ml])
-        if iv is not None:
-            out.append((iv, []))
-            continue
-        got = live_mls[ml]
-        if isinstance(got, Exception):
-            out.append((_unreadable(f"managed ledger {ml}", got, "cannot prove the copy unreferenced"), []))
-            continue
-        _, info = got
-        if uuid in info["uuids"]:
-            out.append((Verdict(IN_USE, f"offload context of managed ledger {ml} references it"), []))
-            continue
-        lid = item["expected"].get("ledger_id")
-        bk = in_bk.get(int(lid)) if lid is not None else False
-        if isinstance(bk, Exception):
-            out.append(
-                (Verdict(RETRY, f"ledger {lid}: cannot read its BookKeeper metadata ({_err(bk)})"), [])
-            )
-            continue
-        exists: bool | Exception = info["exists"] or (index is not None and ml in index.managed_ledgers)
-        if not bk and not exists and topic_listed is not None:
-            exists = topic_listed(ml)
-        if isinstance(exists, Exception):
-            out.append((Verdict(RETRY, f"admin API: cannot list the topics of {ml} ({_err(exists)})"), []))
-            continue
-        if not bk and exists:
-            what = f"ledger {lid}'s" if lid is not None else "a PIP-76 segment's"
-            node = f"{reader.roots.managed_ledgers}/{ml}"
-            out.append(
-                (
-                    Verdict(
-                        UNPROVABLE,
-                        f"the only copy of {what} data (no BookKeeper copy) while managed ledger {ml} "
-                        "still exists: deleted only once the managed ledger is proven deleted",
-                        {"node": node, "only_copy": True},
-                    ),
-                    [],
-                )
-            )
-            continue
-        out.append((Verdict(DELETE, "unreferenced and unchanged", {"keys": keys}), keys))
-    return out
-
-
-def admin_topic_lister(web_url: str, token: str | None = None) -> Callable[[str], bool | Exception]:
-    """Managed ledger -> whether the admin API lists its topic (one request per namespace, cached by
-    the returned function; 404: the namespace is gone, so is the topic)."""
-    import urllib.error
-
-    from ledgerlens.deletion.status import rest
-    from ledgerlens.formats.names import managed_ledger_to_topic
-
-    listed: dict[str, set[str] | Exception] = {}
-
-    def topic_listed(ml: str) -> bool | Exception:
-        try:
-            topic = managed_ledger_to_topic(ml)
-        except LedgerLensError as e:
-            return e
-        domain, rest_of = topic.split("://", 1)
-        ns = "/".join(rest_of.split("/")[:2])
-        if ns not in listed:
-            try:
-                listed[ns] = set(
-                    rest(web_url, "GET", f"/admin/v2/{domain}/{ns}", timeout=10, token=token) or []
-                )
-            except urllib.error.HTTPError as e:
-                listed[ns] = set() if e.code == 404 else e
-            except (OSError, ValueError) as e:
-                listed[ns] = e
-        got = listed[ns]
-        return got if isinstance(got, Exception) else topic in got
-
-    return topic_listed
-
-
-def verify_loads(
-    items: Sequence[Mapping[str, Any]], reader: LiveReader, deleted_tenants: Iterable[str] = ()
-) -> list[Verdict]:
-    """Verdicts for approved ``load_topic`` items."""
-    mls = [str(i["expected"]["managed_ledger"]) for i in items]
-    nodes = get_many(reader.pulsar, (f"{reader.roots.managed_ledgers}/{m}" for m in mls))
-    tenants = sorted({t for t in (tenant_of_ml(m) for m in mls) if t})
-    live = reader.tenants(tenants) if tenants else {}
-    out = []
-    for m in mls:
-        node = nodes[f"{reader.roots.managed_ledgers}/{m}"]
-        tv = _tenant_verdict([tenant_of_ml(m)], live, set(deleted_tenants))
-        if tv is not None:
-            out.append(tv)
-        elif isinstance(node, Exception):
-            out.append(Verdict(RETRY, f"managed ledger {m}: {_err(node)}"))
-        elif isinstance(node, _Absent):
-            out.append(Verdict(MISMATCH, f"managed ledger {m} is gone: nothing to load"))
-        else:
-            out.append(Verdict(LOAD, "topic exists"))
-    return out

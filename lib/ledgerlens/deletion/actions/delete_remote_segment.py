@@ -1,4 +1,5 @@
-"""Live re-verification and deletion of Kafka (KIP-405) remote log segment objects.
+"""``delete_remote_segment``: live re-verification and deletion of Kafka (KIP-405) remote log
+segment objects.
 
 A Kafka audit (``ledgerlens kafka-audit``) reports objects of the remote storage that no live
 segment metadata names (``remote_segment_orphan_object``) and objects left by deleted partitions
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledgerlens.deletion.actions.base import Action, ActionContext, Work
+from ledgerlens.deletion.outcomes import Outcome
 from ledgerlens.deletion.verify import ALREADY_GONE, DELETE, IN_USE, MISMATCH, RETRY, Verdict
 from ledgerlens.errors import ConfigError, LedgerLensError
 from ledgerlens.kafka.replay import METADATA_TOPIC, Replay, replay
@@ -261,3 +264,33 @@ def delete_remote_objects(item: Mapping[str, Any], keys: Sequence[str], live: Ka
         if key not in planned:  # belt and braces: never a key the approved item does not name
             raise ConfigError(f"{key}: not an object of the approved item {item['item_id']}")
         live.delete(store, key)
+
+
+class DeleteRemoteSegment(Action):
+    name = "delete_remote_segment"
+
+    def verify(self, ctx: ActionContext, group: Sequence[Work], deleted: Sequence[str]) -> None:
+        live = ctx.kafka_live()
+        if live is None:
+            for w in group:
+                w.fail("no Kafka metadata (--kafka-bootstrap-servers or --kafka-metadata-dump)")
+            return
+        items = [w.item for w in group if w.item is not None]
+        max_in_flight = ctx.s3_source.max_in_flight if ctx.s3_source else 16
+        for w, (verdict, keys) in zip(group, verify_remote_segments(items, live, max_in_flight), strict=True):
+            w.decide(verdict, keys)
+
+    def execute(self, ctx: ActionContext, work: Sequence[Work]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def delete(w: Work) -> None:
+            try:
+                delete_remote_objects(w.item or {}, w.act, ctx.kafka_live())
+                w.outcome, w.reason = Outcome.DELETED, f"deleted {', '.join(w.act)}"
+            except Exception as e:  # noqa: BLE001 - store down or refusing: retried
+                w.fail(f"remote storage delete failed: {type(e).__name__}: {e}"[:300])
+
+        if work:
+            workers = max(1, min(len(work), ctx.s3_source.max_in_flight if ctx.s3_source else 4))
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(delete, work))

@@ -1,0 +1,183 @@
+"""``delete_ledger``: remove an orphan ledger's znode, with the version just read (BookKeeper's own
+way: the bookies' garbage collector reclaims the entries). The rules ``verify_ledgers`` applies are
+listed in :mod:`ledgerlens.deletion.verify`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ledgerlens.deletion.actions.base import Action, ActionContext, Work
+from ledgerlens.deletion.outcomes import Outcome
+from ledgerlens.deletion.references import ReferenceIndex
+from ledgerlens.deletion.verify import (
+    ALREADY_GONE,
+    DELETE,
+    IN_USE,
+    MISMATCH,
+    RETRY,
+    LiveReader,
+    Node,
+    Verdict,
+    _Absent,
+    _err,
+    _index_verdict,
+    _tenant_verdict,
+    _unreadable,
+    get_many,
+    tenant_of_ml,
+)
+from ledgerlens.errors import LedgerLensError
+from ledgerlens.formats.bookkeeper import decode_ledger_metadata
+from ledgerlens.formats.paths import ledger_path
+from ledgerlens.formats.references import owners_of
+
+
+def verify_ledgers(
+    items: Sequence[Mapping[str, Any]],
+    reader: LiveReader,
+    deleted_tenants: Iterable[str] = (),
+    index: ReferenceIndex | None = None,
+) -> list[tuple[Verdict, Node | None]]:
+    """Verdicts for approved ``delete_ledger`` items, with the ledger node read (for the version).
+
+    ``index`` is the deleter's current reference index (every reference of the Pulsar stores);
+    without it only the owners the ledger's custom metadata names are read (tests of one rule).
+    """
+    deleted = set(deleted_tenants)
+    paths = [ledger_path(int(i["expected"]["ledger_id"]), reader.roots.ledgers) for i in items]
+    nodes = get_many(reader.bk, paths)
+    # what each live ledger claims, to know which owners to read
+    claims: list[dict[str, str] | None] = []
+    custom: dict[str, str] | None
+    pre: list[Verdict | None] = []
+    for item, path in zip(items, paths, strict=True):
+        exp = item["expected"]
+        node = nodes[path]
+        claims.append(None)
+        if isinstance(node, _Absent):
+            pre.append(Verdict(ALREADY_GONE, "ledger znode absent"))
+            continue
+        if isinstance(node, Exception):
+            pre.append(Verdict(RETRY, f"ledger znode unreadable: {_err(node)}"))
+            continue
+        if node.version != int(exp["znode_version"]):
+            pre.append(
+                Verdict(
+                    MISMATCH,
+                    f"ledger metadata changed since the plan "
+                    f"(znode version {node.version}, plan {exp['znode_version']})",
+                )
+            )
+            continue
+        try:
+            custom = decode_ledger_metadata(node.data, path=path).custom_text()
+        except LedgerLensError as e:
+            pre.append(Verdict(MISMATCH, f"ledger metadata does not decode any more: {e}"))
+            continue
+        if dict(sorted(custom.items())) != dict(exp.get("custom_metadata") or {}):
+            pre.append(Verdict(MISMATCH, "BookKeeper custom metadata differs from the plan"))
+            continue
+        if custom.get("application") != "pulsar":
+            pre.append(Verdict(MISMATCH, "ledger has no Pulsar custom metadata"))
+            continue
+        claims[-1] = custom
+        pre.append(None)
+
+    mls: set[str] = set()
+    schema_ids: set[str] = set()
+    tenants: set[str] = set()
+    owners: list[tuple[set[str], set[str], list[str | None]]] = []
+    for custom in claims:
+        if custom is None:
+            owners.append((set(), set(), []))
+            continue
+        m, s = owners_of(custom)
+        ts: list[str | None] = [tenant_of_ml(x) for x in sorted(m)]
+        ts += [x.split("/", 1)[0] if "/" in x else None for x in sorted(s)]
+        if not m and not s:
+            ts = [None]
+        mls |= m
+        schema_ids |= s
+        tenants |= {t for t in ts if t}
+        owners.append((m, s, ts))
+    live_tenants = reader.tenants(sorted(tenants)) if tenants else {}
+    live_mls = reader.managed_ledgers(sorted(mls)) if mls else {}
+    live_schemas = reader.schemas(sorted(schema_ids)) if schema_ids else {}
+
+    out: list[tuple[Verdict, Node | None]] = []
+    for item, path, verdict, (m, s, ts) in zip(items, paths, pre, owners, strict=True):
+        node = nodes[path]
+        if verdict is not None:
+            out.append((verdict, None))
+            continue
+        assert isinstance(node, Node)
+        lid = int(item["expected"]["ledger_id"])
+        tv = _tenant_verdict(ts, live_tenants, deleted, index)
+        if tv is not None:
+            out.append((tv, None))
+            continue
+        decided = _index_verdict(index, lid, m | s)
+        for ml in sorted(m) if decided is None else ():
+            got = live_mls[ml]
+            if isinstance(got, Exception):
+                decided = _unreadable(f"managed ledger {ml}", got, "cannot prove the ledger unreferenced")
+                break
+            refs, info = got
+            if lid in refs:
+                decided = Verdict(IN_USE, f"referenced by managed ledger {ml} (ledger list or a cursor)")
+                break
+            component = (item.get("finding") or {}).get("component")
+            if (
+                component == "compacted-ledger"
+                and info["compaction_open"]
+                and (info["compacted"] is None or lid > int(info["compacted"]))
+            ):
+                decided = Verdict(
+                    IN_USE, f"may be the compacted ledger of {ml}: the __compaction cursor ledger is open"
+                )
+                break
+        if decided is None:
+            for sid in sorted(s):
+                got_s = live_schemas[sid]
+                if isinstance(got_s, Exception):
+                    decided = _unreadable(f"schema {sid}", got_s, "cannot read the locator")
+                    break
+                if lid in got_s:
+                    decided = Verdict(IN_USE, f"referenced by the schema locator of {sid}")
+                    break
+        out.append(
+            (decided or Verdict(DELETE, "unreferenced and unchanged", {"znode_version": node.version}), node)
+        )
+    return out
+
+
+class DeleteLedger(Action):
+    name = "delete_ledger"
+    uses_index = True
+
+    def verify(self, ctx: ActionContext, group: Sequence[Work], deleted: Sequence[str]) -> None:
+        items = [w.item for w in group if w.item is not None]
+        for w, (verdict, node) in zip(
+            group, verify_ledgers(items, ctx.reader, deleted, ctx.index), strict=True
+        ):
+            w.decide(verdict, node)
+
+    def execute(self, ctx: ActionContext, work: Sequence[Work]) -> None:
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        pending = []
+        for w in work:
+            path = ledger_path(int(w.item["expected"]["ledger_id"]), ctx.roots.ledgers)  # type: ignore[index]
+            pending.append((w, ctx.reader.bk.delete_async(path, version=w.act.version)))
+        for w, res in pending:
+            try:
+                res.get(timeout=30)
+                w.outcome = Outcome.DELETED
+                w.reason = f"ledger znode removed at version {w.act.version}"
+            except NoNodeError:
+                w.outcome, w.reason = Outcome.ALREADY_GONE, "ledger znode vanished just before the delete"
+            except BadVersionError:
+                w.fail("ledger znode changed between verification and delete")
+            except Exception as e:  # noqa: BLE001 - connection loss / session expiry: verified again on retry
+                w.fail(f"delete failed: {type(e).__name__}: {e}"[:300])
