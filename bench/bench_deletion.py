@@ -386,7 +386,7 @@ class MemoryReader:
     decoding and indexing without ZooKeeper."""
 
     def __init__(self, nodes: dict[str, Any]) -> None:
-        from ledgerlens.sources.zookeeper import ScanStats
+        from ledgerlens.sources.zk_client import ScanStats
 
         self.nodes = nodes
         self.stats = ScanStats()
@@ -417,7 +417,7 @@ def reference_scan(args: argparse.Namespace) -> int:
 
     from ledgerlens.deletion.references import DEFAULT_MAX_AGE_S, ReferenceScanner, Roots, scan_references
     from ledgerlens.sandbox.cluster import write_znodes
-    from ledgerlens.sources.zookeeper import PipelinedReader
+    from ledgerlens.sources.zk_client import PipelinedReader
 
     server = None
     hosts = args.zk

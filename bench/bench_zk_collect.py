@@ -77,7 +77,8 @@ def _check(results: list) -> None:
 
 def ledger_paths(client: KazooClient, root: str) -> list[str]:
     """All ledger leaf paths under ``root`` (listed once, outside the timed reads)."""
-    from ledgerlens.sources.zookeeper import PipelinedReader, _walk_ledger_leaves
+    from ledgerlens.sources.zk_client import PipelinedReader
+    from ledgerlens.sources.zookeeper import _walk_ledger_leaves
 
     level1 = [c for c in client.get_children(root) if c.isdigit()]
     return list(_walk_ledger_leaves(PipelinedReader(client, max_in_flight=500), root, level1, []))
@@ -105,7 +106,7 @@ def pipelined(client: KazooClient, paths: list[str], window: int) -> float:
 
 def multi_read(client: KazooClient, paths: list[str], batch: int) -> float:
     """ZooKeeper 3.6+ multiRead through ledgerlens' reader, no decoding (window 40 requests)."""
-    from ledgerlens.sources.zookeeper import PipelinedReader
+    from ledgerlens.sources.zk_client import PipelinedReader
 
     reader = PipelinedReader(client, max_in_flight=40 * batch, multi_read=batch)
     t0 = time.perf_counter()

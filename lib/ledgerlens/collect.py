@@ -507,7 +507,7 @@ def _bookie_task(
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from ledgerlens.sources import bookie as b
-        from ledgerlens.sources import zookeeper as z
+        from ledgerlens.sources import zk_client as z
 
         items = [r for batch in batches for r in batch.to_pylist()]
         if not items:

@@ -50,7 +50,7 @@ class SecretRef:
 class ZooKeeperAuth:
     """ZooKeeper authentication by reference: a digest (``user:password``) or a SASL JAAS file.
 
-    Applied to every kazoo session (``ledgerlens.sources.zookeeper.connect``), on the driver and on
+    Applied to every kazoo session (``ledgerlens.sources.zk_client.connect``), on the driver and on
     executors alike: executors need the same environment variable or file.
     """
 

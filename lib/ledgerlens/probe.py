@@ -99,7 +99,7 @@ def _zookeeper(
     def probe(deadline: float) -> tuple[str, dict[str, Any]]:
         from kazoo.exceptions import NoAuthError, NoNodeError
 
-        from ledgerlens.sources.zookeeper import connect
+        from ledgerlens.sources.zk_client import connect
 
         client = connect(hosts, timeout_s=max(1.0, deadline - time.monotonic()), auth=auth)
         try:

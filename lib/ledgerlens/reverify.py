@@ -34,8 +34,8 @@ from ledgerlens.formats.names import encode_component, parse_managed_ledger, top
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.schema import decode_schema_locator
+from ledgerlens.sources.zk_client import PipelinedReader, connect
 from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot
-from ledgerlens.sources.zookeeper import PipelinedReader, connect
 
 REVERIFY_S3_ATTEMPTS = 3  # per HEAD: a lost store fails the run in seconds, never a verdict
 

@@ -50,7 +50,7 @@ from ledgerlens.formats.paths import is_ledger_level1, ledger_id_from_path, ledg
 from ledgerlens.formats.references import owners_of
 from ledgerlens.sandbox.pulsar import AdminError, admin, make_client, topic_path
 from ledgerlens.sandbox.seed import ensure_namespace, produce
-from ledgerlens.sources.zookeeper import PipelinedReader
+from ledgerlens.sources.zk_client import PipelinedReader
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 

@@ -388,7 +388,8 @@ def test_the_compiled_ledger_scan_gives_the_python_scans_table(
     """multiRead replies decoded whole by the compiled decoder give the table the Python decoder
     gives from each result: the planted cluster's errors, unreadable (NoAuth) node, v1/v2 values and
     long ledger ids included, with the same scan counters."""
-    from ledgerlens.sources.zookeeper import PipelinedReader, connect, scan_ledgers
+    from ledgerlens.sources.zk_client import PipelinedReader, connect
+    from ledgerlens.sources.zookeeper import scan_ledgers
 
     root = f"{fresh_root}/ledgers"
     client = connect(zookeeper.hosts)

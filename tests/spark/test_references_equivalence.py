@@ -17,9 +17,9 @@ from ledgerlens.audit.references import schema_references as spark_schema_refere
 from ledgerlens.formats import references as refs
 from ledgerlens.formats.managed_ledger import decode_cursor
 from ledgerlens.formats.schema import decode_schema_locator
+from ledgerlens.inventory.rows import cursor_row, schema_rows
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.proto import schema_storage_pb2 as sspb
-from ledgerlens.sources.zookeeper import cursor_row, schema_rows
 
 pytestmark = [pytest.mark.spark]
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from kazoo.protocol.states import ZnodeStat
 
 from ledgerlens import schemas
+from ledgerlens.inventory.rows import LedgerColumns, ledger_row
 from ledgerlens.proto import bookkeeper_pb2 as bk
 from ledgerlens.sandbox import wire
-from ledgerlens.sources.zookeeper import LedgerColumns, ledger_row
 
 ROOT = "/ledgers"
 BOOKIES = ["bk-1:3181", "bk-2:3181", "bk-3:3181"]

@@ -32,7 +32,8 @@ from ledgerlens.formats import managed_ledger as mlf
 from ledgerlens.formats import references as refs
 from ledgerlens.formats.names import decode_component
 from ledgerlens.formats.schema import decode_schema_locator
-from ledgerlens.sources.zookeeper import PipelinedReader, ScanStats, find_managed_ledgers
+from ledgerlens.sources.zk_client import PipelinedReader, ScanStats
+from ledgerlens.sources.zookeeper import find_managed_ledgers
 
 __all__ = ["DEFAULT_ROOTS", "ReferenceIndex", "ReferenceScanner", "Roots", "scan_references"]
 

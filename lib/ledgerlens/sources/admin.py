@@ -41,6 +41,7 @@ from typing import Any
 
 from ledgerlens.errors import SourceError
 from ledgerlens.formats.names import decode_component, encode_component, split_topic, topic_to_managed_ledger
+from ledgerlens.inventory.rows import _name_columns, policy_row
 from ledgerlens.sources.admin_client import (
     AdminApi,
     AdminAuthError,
@@ -51,7 +52,6 @@ from ledgerlens.sources.admin_client import (
     parse_admin_url,
 )
 from ledgerlens.sources.base import PULSAR_STAGES, InventorySource, Row
-from ledgerlens.sources.zookeeper import _name_columns, policy_row
 
 __all__ = ["AdminApi", "AdminAuthError", "AdminClient", "AdminSource", "parse_admin_url"]
 

@@ -36,8 +36,7 @@ from ledgerlens.errors import ConfigError, DecodeError, SourceError
 from ledgerlens.formats import zkdata
 from ledgerlens.formats.paths import is_ledger_level1, is_special_znode, ledger_id_from_path
 from ledgerlens.formats.zkdata import STAT as _STAT
-from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource, Row
-from ledgerlens.sources.zookeeper import (
+from ledgerlens.inventory.rows import (
     CURSORS_T,
     MANAGED_LEDGERS_T,
     LedgerColumns,
@@ -47,6 +46,7 @@ from ledgerlens.sources.zookeeper import (
     policy_row,
     schema_rows,
 )
+from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource, Row
 
 __all__ = ["SnapshotPlan", "ZooKeeperSnapshot", "find_files", "parse_until"]
 
