@@ -1,7 +1,7 @@
 """The one compiled part of ledgerlens (everything else is declared in pyproject.toml).
 
 ``ledgerlens.formats._ledgerwire``: the fast path of the ledger metadata decoder
-(``sources.zookeeper.LedgerColumns``); the Python decoder handles whatever it declines. pip builds
+(``inventory.rows.LedgerColumns``); the Python decoder handles whatever it declines. pip builds
 it with the system's C compiler (``make setup`` installs gcc from Debian when there is none).
 """
 
