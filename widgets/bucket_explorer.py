@@ -8,6 +8,8 @@ controls, so a papermill parameters cell can open it on one topic and subscripti
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 import ipywidgets as w
@@ -23,6 +25,7 @@ from ledgerlens.buckets.analysis import (
     subscriptions,
 )
 from ledgerlens.buckets.figures import buckets_figure, deliverable_figure, schedule_figure
+from ledgerlens.buckets.reads import read_summary, unreadable_table
 from ledgerlens.report.text import human_bytes
 
 
@@ -85,39 +88,65 @@ class BucketExplorer:
         ml, cursor = self._pairs[key]
         view = subscription_view(self.snapshots, ml, cursor)
         merge = next_merge(view, int(self.max_buckets.value))
-        far = far_future_holders(view, self.now_ms)
-        mem = memory_estimate(view, self.now_ms)
         self.value, self.merge = view, merge
+        self.output.clear_output()
+        if view.buckets.empty:  # nothing read: say why once, no empty figures
+            self.figures = {}
+            self.summary.value = _errors_html(view.errors) or "<p>No sealed bucket.</p>"
+            return
         self.figures = {
             "buckets": buckets_figure(view, merge),
             "schedule": schedule_figure(view, self.now_ms),
             "deliverable": deliverable_figure(view),
         }
-        b = view.buckets
-        rows = [
-            f"<b>{len(b)}</b> sealed buckets, <b>{int(b['index_count'].sum())}</b> indexes, "
-            f"snapshots {human_bytes(int(b['snapshot_bytes'].sum()))}",
-            f"next merge: {merge.reason}"
-            + (f" (ledgers {merge.pair[0]} + {merge.pair[1]})" if merge.pair else ""),
-            f"memory: bucket tracker ~{human_bytes(mem['bucket_tracker'])}, "
-            f"in-memory tracker ~{human_bytes(mem['in_memory_tracker'])} "
-            f"for {mem['indexes']} pending indexes",
-        ]
-        if not far.empty:
-            rows.append(
-                f"{len(far)} bucket(s) held alive by far-future messages: "
-                + ", ".join(
-                    f"{r.ledger_id} ({r.far_indexes} of {r.index_count} indexes keep "
-                    f"{human_bytes(r.snapshot_bytes)})"
-                    for r in far.itertuples()
-                )
-            )
-        if not view.errors.empty:
-            rows.append(f"{len(view.errors)} bucket(s) could not be read: " + "; ".join(view.errors["error"]))
-        self.summary.value = "<br>".join(rows)
-        self.output.clear_output()
+        self.summary.value = "<br>".join(_summary_rows(view, merge, self.now_ms))
         with self.output:
             from IPython.display import display
 
             for fig in self.figures.values():
                 display(fig)
+
+
+def _errors_html(errors: pd.DataFrame) -> str:
+    """The unreadable buckets of one subscription: unreachable bookies in one line, others each."""
+    if errors.empty:
+        return ""
+    rows = []
+    line = read_summary(errors).bookie_line()
+    if line:
+        rows.append(_bold(html.escape(line)))
+    for r in unreadable_table(errors).itertuples():
+        rows.append(html.escape(f"bucket {r.ledger_id} could not be read ({r.error_kind}): {r.error}"))
+    return "<br>".join(rows)
+
+
+def _bold(text: str) -> str:
+    """``**x**`` (as the notebook's Markdown line has it) as ``<b>x</b>``."""
+    return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+
+
+def _summary_rows(view: BucketView, merge: MergePrediction, now_ms: int) -> list[str]:
+    far = far_future_holders(view, now_ms)
+    mem = memory_estimate(view, now_ms)
+    b = view.buckets
+    rows = [
+        f"<b>{len(b)}</b> sealed buckets, <b>{int(b['index_count'].sum())}</b> indexes, "
+        f"snapshots {human_bytes(int(b['snapshot_bytes'].sum()))}",
+        f"next merge: {merge.reason}"
+        + (f" (ledgers {merge.pair[0]} + {merge.pair[1]})" if merge.pair else ""),
+        f"memory: bucket tracker ~{human_bytes(mem['bucket_tracker'])}, "
+        f"in-memory tracker ~{human_bytes(mem['in_memory_tracker'])} "
+        f"for {mem['indexes']} pending indexes",
+    ]
+    if not far.empty:
+        rows.append(
+            f"{len(far)} bucket(s) held alive by far-future messages: "
+            + ", ".join(
+                f"{r.ledger_id} ({r.far_indexes} of {r.index_count} indexes keep "
+                f"{human_bytes(r.snapshot_bytes)})"
+                for r in far.itertuples()
+            )
+        )
+    if not view.errors.empty:
+        rows.append(_errors_html(view.errors))
+    return rows

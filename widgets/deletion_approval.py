@@ -2,9 +2,11 @@
 
 A plain class composing ipywidgets. ``.widget`` is the root widget, ``.value`` the item ids
 currently selected, ``.approval`` the last approval given (or ``None``), ``.error`` the last
-refusal. Filters: kind, component, tenant or namespace, minimum age and size. Approving calls
-:func:`ledgerlens.deletion.approval.approve` with the plan hash shown to the person (so a plan
-changed under them is refused), their name and their reason; refusals are shown, never raised.
+refusal. Nothing is selected at first: the person selects what to approve (or a papermill run
+names the items, ``selected``). Filters: kind, component, tenant or namespace, minimum age and
+size. Approving calls :func:`ledgerlens.deletion.approval.approve` with the plan hash shown to
+the person (so a plan changed under them is refused), their name and their reason; refusals are
+shown, never raised.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ class ApprovalWidget:
         Keep items at least this old / large.
     approval_out
         Where ``approval.json`` is written on approval.
+    selected
+        Item ids to select at first (a papermill run's choice); default none. ``ApprovalRefused`` names
+        those that are not in the plan or that the filters hide.
     """
 
     def __init__(
@@ -76,6 +81,7 @@ class ApprovalWidget:
         approval_out: str | Path | None = None,
         max_age_s: int = 24 * 3600,
         forbid_self_approval: bool | None = None,
+        selected: Iterable[str] = (),
     ) -> None:
         self.plan = plan
         self.journal = Path(journal)
@@ -129,6 +135,7 @@ class ApprovalWidget:
             ]
         )
         self.refresh()
+        self.select(selected)
 
     # -- filtering -----------------------------------------------------------------------------
 
@@ -160,6 +167,18 @@ class ApprovalWidget:
         self.selection.options = [(item_label(i), i["item_id"]) for i in shown]
         self.selection.value = tuple(i["item_id"] for i in shown if i["item_id"] in keep)
         self._update_totals()
+
+    def select(self, item_ids: Iterable[str]) -> None:
+        """Select exactly these items (``ApprovalRefused``: one is not in the plan or filtered out)."""
+        wanted = list(dict.fromkeys(item_ids))
+        shown = {i["item_id"] for i in self.shown()}
+        absent = [i for i in wanted if i not in shown]
+        if absent:
+            known = {i["item_id"] for i in self.items}
+            why = "hidden by the filters" if absent[0] in known else "not in the plan"
+            more = f" (and {len(absent) - 1} more)" if len(absent) > 1 else ""
+            raise ApprovalRefused(f"cannot select {absent[0]!r}: {why}{more}")
+        self.selection.value = tuple(wanted)
 
     def select_shown(self) -> None:
         """Select every item the filters show."""

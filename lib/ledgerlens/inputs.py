@@ -6,6 +6,10 @@ thresholds (a planted Pulsar sandbox's ``max_age_s``) from ``DIR/ground_truth.js
 name, and dummy S3 credentials in this process's environment (the sandbox's S3 server accepts any;
 configured credentials are never replaced). The filled flags then go through
 ``ledgerlens.contexts.resolve`` like any other flags or runbook parameters.
+
+``deletion_inputs(params, DIR)`` does the same for the approval runbook's files: the deletion plan
+``DIR/plan.json`` (``ledgerlens plan --out DIR/plan.json``), the journal
+``DIR/deletion-journal.jsonl`` and the sandbox broker's web service.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from typing import Any
 from ledgerlens.errors import ConfigError
 
 SANDBOX_AWS_DUMMY = "ledgerlens-sandbox-dummy-credential"
+# The deletion flow's files: in a sandbox directory, else in the working directory.
+PLAN_FILE = "plan.json"
+JOURNAL_FILE = "deletion-journal.jsonl"
 # The audit's thresholds: each a flag of audit and report, a runbook parameter, a context key
 # (``audit.<name with dashes>``) and an environment variable (``LEDGERLENS_<NAME>``).
 THRESHOLDS = (
@@ -118,6 +125,28 @@ def sandbox_flags(flags: Mapping[str, Any], sandbox: str | Path | None) -> dict[
     sb = sandbox_settings(sandbox)
     sandbox_credentials()
     for key, value in sb.flags().items():
+        if out.get(key) in (None, ""):
+            out[key] = value
+    return out
+
+
+def deletion_inputs(params: Mapping[str, Any], sandbox: str | Path | None) -> dict[str, Any]:
+    """The approval runbook's ``plan_path``, ``journal_path`` and ``admin_url`` with the empty ones
+    filled (explicit values win).
+
+    With a sandbox: ``DIR/plan.json``, ``DIR/deletion-journal.jsonl`` and the sandbox broker's web
+    service (a ``sandbox-local`` one has none); ``ConfigError`` when ``DIR/state.json`` is missing.
+    Without one: ``plan.json`` and ``deletion-journal.jsonl`` in the working directory.
+    """
+    out = dict(params)
+    sb = sandbox_settings(sandbox) if sandbox else None
+    base = Path(sb.workdir) if sb else Path()
+    defaults = {
+        "plan_path": str(base / PLAN_FILE),
+        "journal_path": str(base / JOURNAL_FILE),
+        "admin_url": sb.admin_url if sb else "",
+    }
+    for key, value in defaults.items():
         if out.get(key) in (None, ""):
             out[key] = value
     return out

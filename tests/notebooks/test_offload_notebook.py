@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 
 from generated import generated_cluster
 from ledgerlens import report
+from ledgerlens.offload.figures import byte_unit
 
 pytestmark = pytest.mark.notebooks
 
@@ -75,3 +78,53 @@ def test_notebook_runs_on_a_sandbox_and_exports_offline(sandbox_dir: Path, tmp_p
     assert html.count('class="plotly-graph-div"') == 1 + 3
     assert "Ledgers of " in html and "Offload bucket" in html
     assert report.external_scripts(html) == []
+
+    # the executed notebook itself (what JupyterLab shows) requests nothing from the network: no
+    # MathJax from a CDN with each figure, plotly.js inlined once, no label plotly would typeset
+    outputs = _outputs(out)
+    htmls = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    htmls = ["".join(h) if isinstance(h, list) else h for h in htmls]
+    assert [s for h in htmls for s in report.external_scripts(h)] == []
+    assert not [h for h in htmls if re.search(r"cdnjs\.|mathjax/|MathJax\.js|tex-svg", h)]
+    assert sum(1 for h in htmls if len(h) > 1_000_000) <= 1  # plotly.js inlined once at most
+    figures = [o["data"]["application/vnd.plotly.v1+json"] for o in outputs if _is_figure(o)]
+    assert len(figures) == 1 + 3
+    assert not [t for f in figures for t in _strings(f) if re.fullmatch(r"\$.*\$", t.strip(), re.S)]
+
+    # the bucket's sizes read in one binary unit; its missing ledgers are marked, not zero-height bars
+    bucket = figures[0]
+    unit, factor = byte_unit(max(y for t in bucket["data"] if t["type"] == "bar" for y in t["customdata"]))
+    assert {label.split()[-1] for label in bucket["layout"]["yaxis"]["ticktext"]} == {unit} and factor > 1
+    bars = [t for t in bucket["data"] if t["type"] == "bar"]
+    assert all(
+        y * factor == pytest.approx(b) for t in bars for y, b in zip(t["y"], t["customdata"], strict=True)
+    )
+    missing = totals["ledgers_by_state"]["missing"]
+    assert missing > 0  # the planted cluster lost ledgers (missing_ledger, missing_offload_object)
+    marks = [t for t in bucket["data"] if t["type"] == "scatter"]
+    assert (
+        len(marks) == 1
+        and marks[0]["x"] == ["missing"]
+        and marks[0]["text"] == [f"missing: {missing} ledgers"]
+    )
+
+
+def _outputs(notebook: Path) -> list[dict[str, Any]]:
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    return [o for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
+
+
+def _is_figure(output: dict[str, Any]) -> bool:
+    return "application/vnd.plotly.v1+json" in output.get("data", {})
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a figure's JSON (titles, axis titles, tick labels, texts, names)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)

@@ -11,13 +11,17 @@ from ledgerlens.buckets.analysis import (
     subscription_view,
     subscriptions,
 )
+from ledgerlens.buckets.reads import ReadSummary, read_summary, unreadable_table
 
 __all__ = [
     "BucketView",
     "MergePrediction",
+    "ReadSummary",
     "far_future_holders",
     "memory_estimate",
     "next_merge",
+    "read_summary",
     "subscription_view",
     "subscriptions",
+    "unreadable_table",
 ]

@@ -2,6 +2,9 @@
 
 Pure functions over the frames of ``ledgerlens.offload.segments`` returning plotly figures in the
 house template (``ledgerlens.report.figures.TEMPLATE``); an empty input gives an annotated empty figure.
+A size axis reads in one binary unit (KiB, MiB, GiB: the largest value's); a ledger in a critical
+state (``missing``, ``corrupt``) gets a marker with its state as label, since a missing ledger has no
+bytes in the bucket and its bar would have no height (or, on a timeline, hardly any width).
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ledgerlens.offload.segments import STATES
-from ledgerlens.report.figures import TEMPLATE, _empty
+from ledgerlens.report.figures import TEMPLATE, _empty, binary_ticks
 from ledgerlens.report.text import human_bytes
 
-__all__ = ["STATE_COLORS", "bucket_totals_figure", "ledger_timeline"]
+__all__ = ["CRITICAL_STATES", "STATE_COLORS", "bucket_totals_figure", "byte_unit", "ledger_timeline"]
 
 STATE_COLORS = {
     "BookKeeper only": "#2c7fb8",
@@ -26,6 +29,40 @@ STATE_COLORS = {
     "missing": "#c0392b",
     "corrupt": "#8e44ad",
 }
+CRITICAL_STATES = ("missing", "corrupt")  # data loss: marked, whatever their size
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def byte_unit(max_value: float) -> tuple[str, int]:
+    """The binary unit ``max_value`` reads in (as ``human_bytes`` picks it) and its size in bytes."""
+    name = human_bytes(max(float(max_value or 0), 0.0)).split()[-1]
+    return name, 1024 ** _UNITS.index(name)
+
+
+def _in_unit(value: float, factor: int) -> str:
+    return f"{value / factor:,.2f}".rstrip("0").rstrip(".")
+
+
+def _utc(ms: pd.Series) -> list[str]:
+    return pd.to_datetime(ms, unit="ms", utc=True).dt.strftime("%Y-%m-%d %H:%M:%S.%f").tolist()
+
+
+def _critical_marker(x: list[Any], y: list[Any], states: list[str], text: list[str]) -> go.Scatter:
+    """Markers (a cross in the state's colour, labelled) for ledgers whose bars may not show."""
+    colors = [STATE_COLORS[s] for s in states]
+    return go.Scatter(
+        name="missing or corrupt (critical)",
+        x=x,
+        y=y,
+        mode="markers+text",
+        marker={"symbol": "x", "size": 14, "color": colors},
+        text=text,
+        textposition="top center",
+        textfont={"color": colors},
+        hoverinfo="text",
+        hovertext=text,
+        cliponaxis=False,
+    )
 
 
 def _age(now_ms: int, then: Any) -> str:
@@ -76,13 +113,21 @@ def ledger_timeline(ledgers: pd.DataFrame, managed_ledger: str, *, now_ms: int) 
                 orientation="h",
                 y=[f"ledger {lid}" for lid in part["ledger_id"]],
                 x=(part["_end"] - part["_start"]).clip(lower=1000).tolist(),
-                base=pd.to_datetime(part["_start"], unit="ms", utc=True)
-                .dt.strftime("%Y-%m-%d %H:%M:%S.%f")
-                .tolist(),
+                base=_utc(part["_start"]),
                 marker={"color": STATE_COLORS[state]},
                 hovertext=text,
                 hoverinfo="text",
                 customdata=part[["ledger_id", "size", "object_bytes"]].to_numpy().tolist(),
+            )
+        )
+    critical = rows[rows["state"].isin(CRITICAL_STATES)]
+    if not critical.empty:
+        fig.add_trace(
+            _critical_marker(
+                _utc(critical["_end"]),
+                [f"ledger {lid}" for lid in critical["ledger_id"]],
+                critical["state"].astype(str).tolist(),
+                critical["state"].astype(str).tolist(),
             )
         )
     fig.update_xaxes(type="date", title_text="time (UTC)")
@@ -92,11 +137,17 @@ def ledger_timeline(ledgers: pd.DataFrame, managed_ledger: str, *, now_ms: int) 
 
 
 def bucket_totals_figure(totals: Mapping[str, Any]) -> go.Figure:
-    """Bytes in the bucket by the storage state of the ledgers they hold, and the problem totals."""
+    """Bytes in the bucket by the storage state of the ledgers they hold, and the problem totals.
+
+    The size axis reads in one binary unit; bars are labelled with their exact size. Missing or
+    corrupt ledgers (``ledgers_by_state``) are marked with their count even when they hold no byte.
+    """
     title = (
         f"Offload bucket: {human_bytes(totals.get('object_bytes', 0))} in {totals.get('objects', 0)} objects"
     )
-    by_state = dict(totals.get("bytes_by_state") or {})
+    by_state = {str(k): int(v or 0) for k, v in dict(totals.get("bytes_by_state") or {}).items()}
+    ledgers = {str(k): int(v or 0) for k, v in dict(totals.get("ledgers_by_state") or {}).items()}
+    critical = [s for s in CRITICAL_STATES if ledgers.get(s)]
     problems = {
         "orphan": totals.get("orphan_bytes", 0),
         "double-stored past the lag": totals.get("double_stored_bytes", 0),
@@ -104,28 +155,43 @@ def bucket_totals_figure(totals: Mapping[str, Any]) -> go.Figure:
         "corrupt": totals.get("corrupt_bytes", 0),
         "incomplete offload": totals.get("incomplete_bytes", 0),
     }
-    if not any(by_state.values()) and not any(problems.values()):
+    if not any(by_state.values()) and not any(problems.values()) and not critical:
         return _empty(title, "no offloaded bytes")
-    fig = go.Figure(layout={"template": TEMPLATE, "title": {"text": title}})
-    states = [s for s in STATES if by_state.get(s)]
-    fig.add_trace(
-        go.Bar(
-            name="by ledger state",
-            x=states,
-            y=[by_state[s] for s in states],
-            marker={"color": [STATE_COLORS[s] for s in states]},
-            text=[human_bytes(by_state[s]) for s in states],
-        )
-    )
+    states = [s for s in STATES if by_state.get(s) or s in critical]
     names = [k for k, v in problems.items() if v]
-    fig.add_trace(
-        go.Bar(
-            name="to look at",
-            x=names,
-            y=[problems[k] for k in names],
-            marker={"color": "#7f8c8d"},
-            text=[human_bytes(problems[k]) for k in names],
+    top = max([by_state.get(s, 0) for s in states] + [int(problems[k]) for k in names] + [0])
+    unit, factor = byte_unit(top)
+    fig = go.Figure(layout={"template": TEMPLATE, "title": {"text": title}})
+    for name, xs, values, colors in (
+        ("by ledger state", states, [by_state.get(s, 0) for s in states], [STATE_COLORS[s] for s in states]),
+        ("to look at", names, [int(problems[k]) for k in names], ["#7f8c8d"] * len(names)),
+    ):
+        fig.add_trace(
+            go.Bar(
+                name=name,
+                x=xs,
+                y=[v / factor for v in values],
+                marker={"color": colors},
+                text=[human_bytes(v) for v in values],
+                hovertemplate="%{x}: %{text}<extra></extra>",
+                customdata=values,  # exact bytes
+            )
         )
+    if critical:
+        fig.add_trace(
+            _critical_marker(
+                critical,
+                [by_state.get(s, 0) / factor for s in critical],
+                critical,
+                [f"{s}: {ledgers[s]} ledger" + ("" if ledgers[s] == 1 else "s") for s in critical],
+            )
+        )
+    ticks, _labels = binary_ticks(top)
+    fig.update_yaxes(
+        title_text=f"size in the bucket ({unit})",
+        tickmode="array",
+        tickvals=[t / factor for t in ticks],
+        ticktext=[f"{_in_unit(t, factor)} {unit}" for t in ticks],
+        rangemode="tozero",
     )
-    fig.update_yaxes(title_text="bytes")
     return fig

@@ -181,7 +181,7 @@ def topic_ledgers(
 def bucket_totals(
     tables: Mapping[str, DataFrame], findings: DataFrame, ledgers: pd.DataFrame | None = None
 ) -> dict[str, Any]:
-    """Bucket-level totals: object bytes by the state of the ledgers they hold, orphan bytes,
+    """Bucket-level totals: object bytes and ledgers by the state of the ledgers, orphan bytes,
     bytes still double-stored past the offload deletion lag, foreign and corrupt bytes.
 
     ``ledgers`` (from :func:`topic_ledgers` over the whole cluster) gives bytes by state; without
@@ -204,14 +204,18 @@ def bucket_totals(
         return by_kind.get(kind, (0, 0))[1]
 
     by_state: dict[str, int] = dict.fromkeys(STATES, 0)
+    count_by_state: dict[str, int] = dict.fromkeys(STATES, 0)
     if ledgers is None:
         ledgers = topic_ledgers(tables, findings)
     for state, b in ledgers.groupby("state")["object_bytes"].sum().items():
         by_state[str(state)] = int(b)
+    for state, n in ledgers.groupby("state").size().items():
+        count_by_state[str(state)] = int(n)
     return {
         "objects": total_objects,
         "object_bytes": total_bytes,
         "bytes_by_state": by_state,
+        "ledgers_by_state": count_by_state,  # a missing ledger holds no byte: counted here
         "orphan_bytes": kind_bytes("orphan_offload_object"),
         "double_stored_bytes": kind_bytes("offloaded_not_deleted"),
         "foreign_bytes": kind_bytes("foreign_offload_object"),

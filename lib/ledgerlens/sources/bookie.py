@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import socket
 import ssl
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ from ledgerlens.formats.bookkeeper import LedgerMetadata
 __all__ = ["BookieClient", "BookieStats", "LedgerHandle", "resolve_bookie"]
 
 _CHUNK = 4096  # entries planned at once by read_entries (bounds memory, keeps the pipeline full)
+# A bookie whose connect failed (refused, timed out, no address) is not dialled again for this long:
+# every ledger on it fails at once instead of paying the connect timeout again per ledger and entry.
+DOWN_FOR_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -57,13 +61,14 @@ class LedgerHandle:
 
 @dataclass
 class BookieStats:
-    """Counters of one client: requests, entries, bytes, failovers, reconnects."""
+    """Counters of one client: requests, entries, bytes, failovers, connections and failed connects."""
 
     requests: int = 0
     entries: int = 0
     bytes: int = 0
     failovers: int = 0
     connections: int = 0
+    connect_failures: int = 0  # connects tried and failed (a bookie down is not dialled again at once)
     v2_fallbacks: int = 0
     errors: dict[str, int] = field(default_factory=dict)
 
@@ -276,6 +281,7 @@ class BookieClient:
         self._pool: dict[str, _Connection] = {}
         self._protocol: dict[str, str] = {}
         self._resolved: dict[str, tuple[str, int]] = {}
+        self._down: dict[str, tuple[float, BookieUnavailableError]] = {}  # bookie -> (when, why)
 
     def __enter__(self) -> BookieClient:
         return self
@@ -298,11 +304,23 @@ class BookieClient:
         return self._resolved[bookie]
 
     def _connection(self, bookie: str) -> _Connection:
+        """The pooled connection to ``bookie``; a bookie whose connect failed less than
+        :data:`DOWN_FOR_S` ago fails again at once, with the same problem, without being dialled."""
         conn = self._pool.get(bookie)
-        if conn is None:
-            protocol = self._protocol.get(bookie, "v2" if self.source.protocol == "v2" else "v3")
+        if conn is not None:
+            return conn
+        down = self._down.get(bookie)
+        if down is not None and time.monotonic() - down[0] < DOWN_FOR_S:
+            raise BookieUnavailableError(down[1].bookie, None, None, down[1].problem)
+        protocol = self._protocol.get(bookie, "v2" if self.source.protocol == "v2" else "v3")
+        try:
             conn = _Connection(bookie, self._address(bookie), self.source, protocol, self.stats)
-            self._pool[bookie] = conn
+        except BookieUnavailableError as e:
+            self.stats.connect_failures += 1
+            self._down[bookie] = (time.monotonic(), e)
+            raise
+        self._down.pop(bookie, None)
+        self._pool[bookie] = conn
         return conn
 
     def _drop(self, bookie: str) -> None:
@@ -546,7 +564,7 @@ def scan_bucket_snapshots(
     """``bucket_snapshots`` rows (``schemas.BUCKET_SNAPSHOTS``) for cursor bucket properties.
 
     ``items`` carry ``managed_ledger, tenant, namespace, cursor, path, property_key, ledger_id``.
-    ``reader`` is a :class:`~ledgerlens.sources.zookeeper.PipelinedReader` for the ledger metadata.
+    ``reader`` is a :class:`~ledgerlens.sources.zk_client.PipelinedReader` for the ledger metadata.
     A snapshot ledger that is absent from BookKeeper gives ``error_kind = missing`` (the audit's
     ``missing_ledger`` reports it); entries that do not decode or fail their digest on every
     bookie give ``corrupt`` with the entry id; unreachable bookies ``unavailable``.
