@@ -140,7 +140,7 @@ def test_sort(df: pd.DataFrame) -> None:
     assert ex.value["ledger_id"].tolist() == [15, 12, 11, 13, 14]
     ex.sort_by.value = "age"
     assert ex.value["ledger_id"].tolist() == [12, 11, 13, 15, 14]
-    ex.sort_by.value = "severity"
+    ex.sort_by.value = "impact"  # the report's order, reversed
     assert ex.value["severity"].tolist() == ["info", "warning", "warning", "warning", "critical"]
     ex.ascending.value = False
     assert ex.value["ledger_id"].tolist() == [14, 13, 11, 12, 15]
@@ -203,7 +203,7 @@ def test_on_change_callback_and_pages(df: pd.DataFrame) -> None:
 
 def test_selecting_a_row_opens_the_detail_panel(df: pd.DataFrame) -> None:
     ex = FindingsExplorer(df, where={"zookeeper": "zk9:2181"})
-    assert "Select a finding" in ex.detail.value
+    assert "opens its evidence" in ex.hint.value and len(ex._row_boxes[0].children) == 1
     ex._row_buttons[0].click()  # the first row: the critical missing ledger 14
     assert ex.selected is not None and ex.selected["ledger_id"] == 14
     detail = ex.detail.value
@@ -212,8 +212,19 @@ def test_selecting_a_row_opens_the_detail_panel(df: pd.DataFrame) -> None:
     )
     assert "docs/audit-rules.md#missing_ledger" in detail and "persistent://a/x/t3" in detail
     assert ex._row_buttons[0].button_style == "info"
+    assert ex._row_boxes[0].children[-1] is ex.panel  # the detail opens under its row
     ex.select(1)
     assert ex.selected["ledger_id"] == 13 and "u1-ledger-13" in ex.detail.value
+    assert ex._row_boxes[1].children[-1] is ex.panel
+    assert len(ex._row_boxes[0].children) == 2  # the one above stays open: nothing above the click moves
+    ex._row_buttons[1].click()  # an open row's button closes it
+    assert len(ex._row_boxes[1].children) == 1 and ex.selected["ledger_id"] == 14  # the one opened before
+    ex.severities.value = ("warning",)  # its row leaves the page, its detail stays open for its return
+    assert all(len(b.children) == 1 for b in ex._row_boxes)
+    ex.severities.value = ()
+    assert ex._row_boxes[0].children[-1] is ex.panel
+    ex.panel.children[1].click()  # the detail's own close button
+    assert ex.selected is None and all(len(b.children) == 1 for b in ex._row_boxes)
 
 
 def test_column_chooser(df: pd.DataFrame) -> None:
