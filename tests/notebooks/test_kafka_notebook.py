@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from pathlib import Path
 
@@ -74,3 +76,10 @@ def test_kafka_runbook_runs_headless(tmp_path: Path) -> None:
     timeline = report.read_recorded(out, "timeline")
     bars = {"COPY_SEGMENT_FINISHED": 3, "COPY_SEGMENT_STARTED": 1}
     assert timeline == {"bars_by_state": bars, "segments": 4}
+    # figures inline, nothing fetched: no script from a CDN, no MathJax (an error offline)
+    nb = json.loads(Path(out).read_text())
+    htmls = [
+        "".join(o.get("data", {}).get("text/html", "")) for c in nb["cells"] for o in c.get("outputs", [])
+    ]
+    assert not [h for h in htmls if report.external_scripts(h)]
+    assert not [h for h in htmls if re.search(r"cdnjs\.|mathjax/|MathJax\.js|tex-svg", h)]
