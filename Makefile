@@ -22,6 +22,10 @@ system-deps:
 	@command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { \
 	  echo "installing Java 17 and Maven from Debian"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null; }
+	@# systemd-analyze verifies the systemd unit and timer of docs/scheduling/ (no service is started)
+	@command -v systemd-analyze >/dev/null 2>&1 || { \
+	  echo "installing systemd from Debian (systemd-analyze: the scheduling examples' tests)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; }
 	@# Debian's chromium drives the browser tests (Playwright's Python package, never 'playwright install')
 	@test -x /usr/bin/chromium || { \
 	  echo "installing chromium from Debian (browser tests)"; \

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from ledgerlens import class_archive
 from ledgerlens.config import cache_dir
-from ledgerlens.console import log4j2_quiet_config, verbose
+from ledgerlens.console import command_started, log4j2_quiet_config, say, verbose
 
 QUIET_ENV = "LEDGERLENS_QUIET_SPARK"
 """When set (the CLI sets it unless ``--debug`` or ``--verbose``), the JVM's stderr (its error log
@@ -264,8 +264,12 @@ def get_session(master: str | None = None, **kwargs: object) -> SparkSession:
     start-up banners are dropped; with ``$LEDGERLENS_QUIET_SPARK`` its stderr goes to
     ``~/.cache/ledgerlens/spark-driver.log`` instead of the console. A JVM that exits before it
     starts with the class archive of ``ledgerlens warm-up`` starts again without it (removed).
+    In the runbook kernel of ``ledgerlens report`` (``$LEDGERLENS_STARTED``), one progress line
+    says Spark is starting.
     """
     builder = configure(SparkSession.builder, master=master, **kwargs)  # type: ignore[arg-type]
+    if command_started() is not None:  # the runbook kernel of 'ledgerlens report': say the slow start
+        say(f"starting Spark ({builder._options.get('spark.master')})")  # type: ignore[attr-defined]
     java = builder._options.get("spark.driver.extraJavaOptions", "")  # type: ignore[attr-defined]
     try:
         return _started(builder)

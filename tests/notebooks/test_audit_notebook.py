@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 import uuid
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from ledgerlens import report
+from ledgerlens import console, report
+from ledgerlens.report.runbook import RECORD_MIME
+from ledgerlens.report.text import impact_tier
 from ledgerlens.schemas import FINDINGS, columns
 
 pytestmark = pytest.mark.notebooks
@@ -49,6 +53,12 @@ def test_runbook_is_stored_without_outputs() -> None:
     assert len(tagged) == 1
     assert nb.metadata.kernelspec.name == "python3"
     assert "widgets" not in nb.metadata
+    # the answer and the pictures before the long parts: header (banner, at a glance), figures,
+    # what was audited, the findings, the rules
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    views = ("header_html", "report_figures", "audited_html", "findings_html", "rules_html")
+    at = [next(i for i, src in enumerate(code) if name in src) for name in views]
+    assert at == sorted(at) and len(set(at)) == 5
 
 
 def test_runbook_parameters_are_documented() -> None:
@@ -195,6 +205,9 @@ def test_papermill_records_and_failures(tmp_path: Path) -> None:
         source, tmp_path / "out" / "tiny.ipynb", {"answer": 42}, kernel_name="python3"
     )
     assert report.read_recorded(out) == {"answer": 42, "as_of_ms": 2**53}
+    # a record is data in the notebook, not a JSON tree on the page: no front end renders its type
+    (recorded,) = [o for c in nbformat.read(str(out), as_version=4).cells for o in c.get("outputs", [])]
+    assert list(recorded["data"]) == [RECORD_MIME]
     with pytest.raises(report.ReportError, match=r"cell \d+ failed: ValueError: boom \(details in ") as e:
         report.execute_runbook(source, tmp_path / "failed.ipynb", {"fail": True})
     assert "second line" not in str(e.value)
@@ -282,18 +295,28 @@ def test_runbook_report_matches_cli_audit(planted_cluster: dict[str, str], tmp_p
     pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
 
     nb = nbformat.read(str(executed), as_version=4)
-    assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.get("outputs", []))
+    outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+    assert not any(o.get("output_type") == "error" for o in outputs)
+    assert not any("application/json" in o.get("data", {}) for o in outputs)  # no raw JSON tree shown
+    plotly_json = [o for o in outputs if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    disk = (report_dir / "disk_usage.parquet").exists()
+    assert len(plotly_json) == 4 + disk  # JupyterLab draws the executed notebook's figures with plotly
 
     html = html_path.read_text(encoding="utf-8")
-    assert html.count('class="plotly-graph-div"') == 4
-    assert "Plotly.newPlot" in html and "plotly.js v" in html
+    assert html.count('<figure class="ll-figure"') == 4 + disk  # the report's figures: inline SVG
+    assert "plotly.js v" not in html and "Plotly.newPlot" not in html
     for kind in cli_summary["counts_by_kind"]:
-        assert f'"{kind}"' in html, kind  # figure data (and the static table) inline
+        assert f">{kind}<" in html, kind  # figure labels (and the cards) inline
     assert report.external_scripts(html) == []
     assert html.count('class="ll-finding ') == cli_summary["total_findings"]  # every finding, explained
     assert "edit the parameters" not in html and "Run All" not in html  # no runbook instructions
     assert "<title>Pulsar storage audit: " in html
-    assert len(html) < 12 * 1024 * 1024
+    assert len(html.encode()) <= 1024 * 1024
+    # the banner names the worst finding; the cards follow the impact order, data loss first
+    worst = console.worst_finding(pd.read_parquet(report_dir / "findings.parquet"))
+    assert f"Worst: <code>{escape(worst)}</code>" in html
+    cards = re.findall(r'class="ll-finding ll-sev-(\w+)[^"]*" data-kind="(\w+)"', html)
+    assert [impact_tier(k, sev) for sev, k in cards] == sorted(impact_tier(k, sev) for sev, k in cards)
 
 
 def test_runbook_takes_durations_as_numbers_and_checks_before_spark(tmp_path: Path) -> None:

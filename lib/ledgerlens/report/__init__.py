@@ -2,8 +2,9 @@
 
 - ``explain``: one finding -> reason, next step (commands with names filled in), rule link.
 - ``context``: what an audit looked at (cluster, stores, as-of, counts scanned, version, duration).
-- ``html``: banner, context, findings with explanations, detail panel, compact table.
-- ``figures``: plotly figures over the findings table.
+- ``html``: banner (the worst finding named), at a glance, context, findings with explanations in
+  impact order, detail panel, compact table.
+- ``figures``: plotly figures over the findings table; ``svg`` draws them for static reports.
 - ``text``: units and words people read (binary bytes, durations, times, severities).
 - ``runbook``: papermill execution, recorded results, the self-contained HTML export, secret checks.
 
@@ -19,7 +20,9 @@ if TYPE_CHECKING:
     from ledgerlens.report.context import audit_context, report_title
     from ledgerlens.report.explanations import EXPLAINERS, Explanation, explain, rule_link
     from ledgerlens.report.html import (
+        audited_html,
         banner_html,
+        compared,
         context_html,
         context_markdown,
         error_html,
@@ -27,11 +30,15 @@ if TYPE_CHECKING:
         finding_detail_html,
         findings_html,
         findings_table_html,
+        glance_html,
         header_html,
+        order_findings,
         rules_html,
+        run_details_html,
         severity_rank,
         summary_markdown,
         top_findings,
+        wrap,
     )
     from ledgerlens.report.runbook import (
         INSTRUCTIONS_TAG,
@@ -60,7 +67,9 @@ _EXPORTS: dict[str, str] = {
     "ReportError": "runbook",
     "SecretLeakError": "runbook",
     "audit_context": "context",
+    "audited_html": "html",
     "banner_html": "html",
+    "compared": "html",
     "check_no_secrets": "runbook",
     "context_html": "html",
     "context_markdown": "html",
@@ -72,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     "finding_detail_html": "html",
     "findings_html": "html",
     "findings_table_html": "html",
+    "glance_html": "html",
     "header_html": "html",
     "live_kernel": "runbook",
     "read_recorded": "runbook",
@@ -80,12 +90,15 @@ _EXPORTS: dict[str, str] = {
     "relocate_notebook": "runbook",
     "report_title": "context",
     "rule_link": "explanations",
+    "order_findings": "html",
     "rules_html": "html",
+    "run_details_html": "html",
     "secret_values": "runbook",
     "severity_rank": "html",
     "summary_markdown": "html",
     "to_html": "runbook",
     "top_findings": "html",
+    "wrap": "html",
 }
 
 
@@ -106,8 +119,10 @@ __all__ = [
     "ReportError",
     "SecretLeakError",
     "audit_context",
+    "audited_html",
     "banner_html",
     "check_no_secrets",
+    "compared",
     "context_html",
     "context_markdown",
     "error_html",
@@ -118,8 +133,10 @@ __all__ = [
     "finding_detail_html",
     "findings_html",
     "findings_table_html",
+    "glance_html",
     "header_html",
     "live_kernel",
+    "order_findings",
     "read_recorded",
     "record",
     "redact_notebook_file",
@@ -127,9 +144,11 @@ __all__ = [
     "report_title",
     "rule_link",
     "rules_html",
+    "run_details_html",
     "secret_values",
     "severity_rank",
     "summary_markdown",
     "to_html",
     "top_findings",
+    "wrap",
 ]

@@ -3,7 +3,8 @@
 Pure functions: a pandas findings frame (columns of ``ledgerlens.schemas.FINDINGS``) goes in, a
 ``plotly.graph_objects.Figure`` comes out, drawn with the house template ``TEMPLATE``. Nothing is
 shown or written here; notebooks decide how figures are rendered (``use_offline_renderer``: inline,
-no CDN). Sizes read in binary units (KiB, MiB, GiB), ages in buckets (< 1 h ... older), counts by
+no CDN; ``static=True``: bar figures as inline SVG, ``report.svg``, so a report carries no plotly.js).
+Sizes read in binary units (KiB, MiB, GiB), ages in buckets (< 1 h ... older), counts by
 severity so that zero-byte critical findings show. Every function copes with an empty frame by
 returning an annotated, empty figure; ``report_figures`` returns only the figures that have data.
 """
@@ -18,7 +19,8 @@ import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer
 
 from ledgerlens.report.explanations import parse_evidence
-from ledgerlens.report.text import SEVERITY_COLORS, SEVERITY_ORDER, human_bytes
+from ledgerlens.report.svg import figure_svg
+from ledgerlens.report.text import SEVERITY_COLORS, SEVERITY_ORDER, human_bytes, impact_tier
 
 ORPHAN_KINDS = ("orphan_ledger", "orphan_offload_object", "remote_segment_orphan_object")
 KIND_COLORS = {
@@ -53,31 +55,50 @@ _OTHER = "(other)"
 
 
 class OfflineRenderer(MimetypeRenderer):
-    """Plotly's JSON for JupyterLab plus self-contained HTML for reports: plotly.js inlined once per
-    kernel (in the first figure shown), MathJax never requested, no CDN."""
+    """Plotly's JSON for JupyterLab plus self-contained HTML for reports, never from a CDN.
 
-    def __init__(self) -> None:
+    The HTML is plotly's (plotly.js inlined once per kernel, in the first figure shown; MathJax
+    never requested) or, with ``static``, the figure as inline SVG (``figure_html``): a headless
+    report then weighs kilobytes instead of megabytes, while JupyterLab keeps drawing the JSON with
+    plotly, interactive.
+    """
+
+    def __init__(self, static: bool = False) -> None:
+        self.static = static
         self.sent: dict[str, bool] = {"plotlyjs": False}  # shared by the copies plotly makes per figure
 
     def to_mimebundle(self, fig_dict: Any) -> dict[str, Any]:
         fig = go.Figure(fig_dict)
-        html = pio.to_html(
-            fig,
-            include_plotlyjs=not self.sent["plotlyjs"],
-            include_mathjax=False,
-            full_html=False,
-            config={"displaylogo": False, "responsive": True},
-        )
-        self.sent["plotlyjs"] = True
+        html = figure_svg(fig) if self.static else None
+        if html is None:
+            html = pio.to_html(
+                fig,
+                include_plotlyjs=not self.sent["plotlyjs"],
+                include_mathjax=False,
+                full_html=False,
+                config={"displaylogo": False, "responsive": True},
+            )
+            self.sent["plotlyjs"] = True
         return {"application/vnd.plotly.v1+json": fig.to_plotly_json(), "text/html": html}
 
 
-def use_offline_renderer() -> OfflineRenderer:
-    """Make ``fig.show()`` render with ``OfflineRenderer`` (plotly.js sent again with the next figure)."""
-    renderer = OfflineRenderer()
+def use_offline_renderer(static: bool = False) -> OfflineRenderer:
+    """Make ``fig.show()`` render with ``OfflineRenderer`` (plotly.js sent again with the next figure).
+
+    ``static``: bar figures as inline SVG in the HTML (headless reports); other figures keep plotly.
+    """
+    renderer = OfflineRenderer(static=static)
     pio.renderers["ledgerlens"] = renderer
     pio.renderers.default = "ledgerlens"
     return renderer
+
+
+def figure_html(fig: go.Figure) -> str:
+    """``fig`` as a static HTML fragment: inline SVG for bar figures, else plotly's div with plotly.js."""
+    svg = figure_svg(fig)
+    if svg is not None:
+        return svg
+    return pio.to_html(fig, include_plotlyjs=True, include_mathjax=False, full_html=False)
 
 
 # --- helpers ----------------------------------------------------------------------------------------
@@ -156,13 +177,14 @@ def namespace_of(row: pd.Series | dict[str, Any]) -> str | None:
 
 def counts_by_kind(df: pd.DataFrame) -> go.Figure:
     """Findings per kind, one stacked horizontal bar trace per severity (critical first), so that
-    findings without bytes (missing data, corrupt metadata) are as visible as large ones."""
+    findings without bytes (missing data, corrupt metadata) are as visible as large ones. Kinds in
+    impact order (``text.impact_tier``: data loss at the top), then by count."""
     title = "Findings by kind and severity"
     if df.empty:
         return _empty(title, "No findings")
     d = df.assign(severity=df["severity"].fillna("unknown"))
-    rank = {s: i for i, s in enumerate(SEVERITY_ORDER)}
-    worst = d.groupby("kind")["severity"].agg(lambda s: min(rank.get(v, 9) for v in s))
+    d = d.assign(tier=[impact_tier(k, s) for k, s in zip(d["kind"], d["severity"], strict=True)])
+    worst = d.groupby("kind")["tier"].min()
     size = d.groupby("kind").size()
     kinds = sorted(size.index, key=lambda k: (worst[k], -size[k], k))
     fig = go.Figure(layout={"template": TEMPLATE, "title": {"text": title}, "barmode": "stack"})

@@ -1,15 +1,20 @@
 """HTML views of an audit for reports, notebooks and widgets (no ipywidgets: headless runs need no UI).
 
-- ``banner_html``: the answer first: healthy, N critical, N warning, or nothing scanned.
+- ``banner_html``: the answer first: healthy, N critical (N new), N warning, or nothing scanned;
+  and the worst finding by name.
+- ``glance_html``: at a glance, above everything long: counts by impact and kind, what changed since
+  the previous run, where the bookies' disk goes.
 - ``context_html``: what was audited (cluster, stores, as-of, counts scanned, version, duration).
-- ``findings_html``: every finding with its reason, path, next step, evidence and rule, critical
-  first, grouped by severity and kind.
+- ``findings_html``: every finding with its reason, path, next step, evidence and rule, in impact
+  order (``order_findings``: data loss first), grouped by impact tier and kind, new ones marked.
 - ``finding_detail_html``: one finding, all fields (the explorer's detail panel).
 - ``findings_table_html``: a compact, wrapping table (no inner scrollbars).
 - ``rules_html``: the rules' sections of ``docs/audit-rules.md`` for the kinds shown.
 
 Everything is escaped; styles are scoped under ``.ll`` so they win over JupyterLab's output styles
-(which right-align table cells) and never leak into the page.
+(which right-align table cells; ``.ll.ll`` where JupyterLab's own rule is as specific) and never leak
+into the page. The ``.ll`` block has its own light ground and dark text, and every rule that sets a
+background sets a text colour too: the views read the same on JupyterLab's dark theme.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from ledgerlens.console import worst_finding
 from ledgerlens.report.context import TABLE_LABELS
 from ledgerlens.report.explanations import (
     AuditedWhere,
@@ -30,6 +36,7 @@ from ledgerlens.report.explanations import (
     rule_sections,
 )
 from ledgerlens.report.text import (
+    IMPACT_TIERS,
     SEVERITY_COLORS,
     SEVERITY_ORDER,
     human_bytes,
@@ -42,47 +49,68 @@ from ledgerlens.report.text import (
 
 STYLE = """<style>
 .ll{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;font-size:14px;line-height:1.45;
-  color:#1f2933;max-width:100%;box-sizing:border-box;overflow-wrap:anywhere}
+  color:#1f2933;background:#fff;max-width:100%;box-sizing:border-box;overflow-wrap:anywhere}
 .ll *{box-sizing:border-box}
-.ll h1{font-size:24px;margin:4px 0 8px}
-.ll h2{font-size:19px;margin:22px 0 8px;border-bottom:1px solid #d9dee3;padding-bottom:3px}
-.ll h3{font-size:16px;margin:16px 0 6px}
+.ll h1{font-size:24px;margin:4px 0 8px;color:#1f2933}
+.ll h2{font-size:19px;margin:22px 0 8px;border-bottom:1px solid #d9dee3;padding-bottom:3px;color:#1f2933}
+.ll h3{font-size:16px;margin:16px 0 6px;color:#1f2933}
 .ll .ll-banner{padding:12px 16px;border-radius:6px;font-size:18px;font-weight:600;margin:6px 0 10px;
-  color:#fff}
+  color:#fff;background:#5d6d7e}
 .ll .ll-banner small{display:block;font-size:14px;font-weight:400;margin-top:2px}
-.ll .ll-healthy{background:#1e8449}.ll .ll-critical{background:#c0392b}
-.ll .ll-warning{background:#b9770e}.ll .ll-empty{background:#5d6d7e}
+.ll .ll-banner .ll-worst{display:block;font-size:15px;font-weight:600;margin-top:6px}
+.ll .ll-banner .ll-worst code{background:rgba(0,0,0,.25);color:#fff;font-size:14px}
+.ll .ll-healthy{background:#1e8449;color:#fff}.ll .ll-critical{background:#c0392b;color:#fff}
+.ll .ll-warning{background:#9a6309;color:#fff}.ll .ll-empty{background:#5d6d7e;color:#fff}
 .ll table.ll-table{border-collapse:collapse;width:100%;table-layout:fixed;margin:4px 0 10px}
 .ll table.ll-table th,.ll table.ll-table td{text-align:left;vertical-align:top;padding:5px 8px;
   border-bottom:1px solid #e5e8eb;white-space:normal;overflow-wrap:anywhere;word-break:break-word}
-.ll table.ll-table th{background:#f4f6f8;font-weight:600}
+.ll table.ll-table td{background:#fff;color:#1f2933}
+.ll table.ll-table th{background:#f4f6f8;color:#1f2933;font-weight:600}
 .ll table.ll-table td.ll-num,.ll table.ll-table th.ll-num{text-align:right;overflow-wrap:normal;
   word-break:normal}
 .ll table.ll-row td,.ll table.ll-head th{padding:4px 5px;font-size:13px}
 .ll table.ll-kv{table-layout:auto}
-.ll table.ll-kv th{width:14em;background:none;font-weight:600;color:#52606d}
+.ll table.ll-kv th{width:14em;background:#fff;font-weight:600;color:#52606d}
 .ll .ll-finding{border:1px solid #d9dee3;border-left:5px solid #5d6d7e;border-radius:4px;
-  padding:8px 12px;margin:8px 0;background:#fff}
+  padding:8px 12px;margin:8px 0;background:#fff;color:#1f2933}
 .ll .ll-finding.ll-sev-critical{border-left-color:#c0392b}
 .ll .ll-finding.ll-sev-warning{border-left-color:#b9770e}
+.ll .ll-finding.ll-is-new{box-shadow:inset 3px 0 0 #2c5282}
+.ll .ll-new{display:inline-block;background:#2c5282;color:#fff;border-radius:3px;padding:0 5px;
+  font-size:11px;font-weight:700;text-transform:uppercase;letter-spacing:.04em;vertical-align:1px}
 .ll .ll-head{font-weight:600}
 .ll .ll-meta{color:#52606d;font-weight:400}
 .ll .ll-reason{margin:4px 0}
 .ll .ll-label{color:#52606d;font-size:12px;text-transform:uppercase;letter-spacing:.04em;margin-top:4px}
-.ll code,.ll pre{font-family:"SFMono-Regular",Menlo,Consolas,monospace;font-size:12.5px;background:#f4f6f8;
-  border-radius:3px}
+.ll.ll code,.ll.ll :not(pre)>code,.ll.ll pre{font-family:"SFMono-Regular",Menlo,Consolas,monospace;
+  font-size:12.5px;background:#f4f6f8;color:#1f2933;border-radius:3px}
 .ll code{padding:1px 4px;white-space:pre-wrap;overflow-wrap:anywhere;word-break:break-all}
 .ll pre.ll-next{margin:2px 0 4px;padding:6px 8px;white-space:pre-wrap;overflow-wrap:anywhere;
   word-break:normal;overflow:visible;border:0}
+.ll pre code{padding:0;background:#f4f6f8;color:#1f2933}
 .ll details{margin:4px 0}
 .ll summary{cursor:pointer;color:#2c5282}
-.ll a{color:#2c5282}
+.ll a,.ll a:link,.ll a:visited{color:#2c5282}
 .ll .ll-sev{font-weight:700;text-transform:uppercase;font-size:12px;letter-spacing:.04em}
 .ll dl.ll-ev{display:grid;grid-template-columns:minmax(8em,max-content) 1fr;gap:2px 12px;margin:4px 0}
 .ll dl.ll-ev dt{color:#52606d;width:auto;float:none;margin:0;padding:0;overflow-wrap:normal;word-break:normal}
 .ll dl.ll-ev dd{margin:0;overflow-wrap:anywhere;word-break:break-word}
 .ll .ll-muted{color:#52606d}
+.ll .ll-glance{display:grid;grid-template-columns:repeat(auto-fit,minmax(270px,1fr));gap:4px 24px;
+  border:1px solid #d9dee3;border-radius:6px;padding:6px 14px 8px;margin:4px 0 12px;background:#fbfcfd;
+  color:#1f2933}
+.ll .ll-glance h3{margin:6px 0 4px;font-size:12px;text-transform:uppercase;letter-spacing:.05em;
+  color:#52606d}
+.ll .ll-glance ul{margin:0;padding:0;list-style:none}
+.ll .ll-glance li{margin:2px 0}
+.ll .ll-glance p{margin:2px 0}
+.ll .ll-tier{display:inline-block;min-width:5.6em;font-weight:700}
+.ll code.ll-kind{white-space:nowrap;word-break:normal}
 </style>"""
+
+TEXT_COLORS = {**SEVERITY_COLORS, "warning": "#8d5d0b"}
+"""Severity colours for text: at least 4.5:1 on the views' light grounds (the warning amber of the
+figures and borders is darker here)."""
 
 GROUP_CARDS = 100
 """Findings per (severity, kind) group shown as full cards; the rest of the group as table rows."""
@@ -102,8 +130,27 @@ def wrap(body: str) -> str:
 # --- the answer: banner and context ---------------------------------------------------------------------
 
 
+def compared(summary: Mapping[str, Any]) -> bool:
+    """True when this run was compared with a previous one (its ``new`` counts and marks mean something:
+    on a first run every finding is new)."""
+    return bool(summary.get("previous"))
+
+
+def _new_of(summary: Mapping[str, Any], severity: str) -> int:
+    if not compared(summary):
+        return 0
+    return int((summary.get("new_by_severity") or {}).get(severity) or 0)
+
+
+def _counted(n: int, word: str, new: int, many: str | None = None) -> str:
+    return plural(n, word, many) + (f" ({new:,} new)" if new else "")
+
+
 def status(summary: Mapping[str, Any], context: Mapping[str, Any] | None = None) -> tuple[str, str]:
-    """(``healthy`` | ``critical`` | ``warning`` | ``empty``, headline) of an audit run."""
+    """(``healthy`` | ``critical`` | ``warning`` | ``empty``, headline) of an audit run.
+
+    The headline counts the new findings of each severity when the run was compared with a previous
+    one: ``'3 critical findings (1 new), 20 warnings'``."""
     sev = summary.get("counts_by_severity") or {}
     crit, warn, info = (int(sev.get(s, 0) or 0) for s in SEVERITY_ORDER)
     scanned = (context or {}).get("scanned") or summary.get("inventory_counts") or {}
@@ -111,11 +158,12 @@ def status(summary: Mapping[str, Any], context: Mapping[str, Any] | None = None)
     suspicion = summary.get("suspected_wrong_root")
     if suspicion:  # the inputs look wrong: that is the answer, not the findings (audit.gates)
         return "warning", f"Suspected wrong root: {suspicion.get('message', '')}"
+    warnings = _counted(warn, "warning", _new_of(summary, "warning"))
     if crit:
-        extra = f", {plural(warn, 'warning')}" if warn else ""
-        return "critical", f"{plural(crit, 'critical finding')}{extra}"
+        extra = f", {warnings}" if warn else ""
+        return "critical", f"{_counted(crit, 'critical finding', _new_of(summary, 'critical'))}{extra}"
     if warn:
-        return "warning", plural(warn, "warning")
+        return "warning", warnings
     if nothing:
         return "empty", "Nothing was audited: the scan found no ledgers, topics or objects"
     return "healthy", "Healthy: no critical or warning findings" + (
@@ -123,25 +171,133 @@ def status(summary: Mapping[str, Any], context: Mapping[str, Any] | None = None)
     )
 
 
-def banner_html(summary: Mapping[str, Any], context: Mapping[str, Any] | None = None) -> str:
-    """The status banner: what state the cluster's storage is in, in one line."""
+def banner_html(
+    summary: Mapping[str, Any], context: Mapping[str, Any] | None = None, findings: pd.DataFrame | None = None
+) -> str:
+    """The status banner: what state the cluster's storage is in, in one line, and with ``findings``
+    the worst of them by name (``console.worst_finding``: the first in impact order)."""
     state, headline = status(summary, context)
     sizes = summary.get("bytes_by_severity") or {}
     details = []
+    worst = ""
     if state in ("critical", "warning"):
         counts = summary.get("counts_by_severity") or {}
-        details.append(", ".join(f"{int(v):,} {s}" for s, v in counts.items() if v))
+        details.append(", ".join(f"{int(counts[s]):,} {s}" for s in SEVERITY_ORDER if counts.get(s)))
         reclaim = int(sizes.get("warning") or 0)
         if reclaim:
             details.append(f"{human_bytes(reclaim)} in warning findings")
+        name = worst_finding(findings) if findings is not None and len(findings) else ""
+        if name:
+            worst = f'<span class="ll-worst" data-worst>Worst: <code>{_e(name)}</code></span>'
     elif state == "empty":
         details.append("check the ZooKeeper address, the ledgers root and the bucket below")
     else:
         details.append("every rule ran; see what was checked below")
     small = f"<small>{_e('; '.join(d for d in details if d))}</small>" if details else ""
     return (
-        f'<div class="ll-banner ll-{state}" role="status" data-status="{state}">{_e(headline)}{small}</div>'
+        f'<div class="ll-banner ll-{state}" role="status" data-status="{state}">{_e(headline)}{worst}'
+        f"{small}</div>"
     )
+
+
+# --- at a glance ------------------------------------------------------------------------------------
+
+
+def _tier_anchor(tier: int) -> str:
+    return "findings-" + (IMPACT_TIERS[tier] if tier < len(IMPACT_TIERS) else "other").replace(" ", "-")
+
+
+def _tier_name(tier: int) -> str:
+    return IMPACT_TIERS[tier] if tier < len(IMPACT_TIERS) else "other"
+
+
+def _glance_findings(findings: pd.DataFrame | None, marks: bool) -> str:
+    if findings is None or findings.empty:
+        return ""
+    d = order_findings(findings)
+    key = impact_key(d)
+    lines = []
+    for tier in dict.fromkeys(key["tier"]):
+        at = d[key["tier"] == tier]
+        new = int((~key.loc[at.index, "known"]).sum()) if marks else 0
+        size = int(pd.to_numeric(at["bytes"], errors="coerce").fillna(0).sum())
+        kinds = at["kind"].value_counts(sort=False)
+        names = " &middot; ".join(
+            f'<code class="ll-kind">{_e(k)}</code>&nbsp;{int(n):,}' for k, n in kinds.items()
+        )
+        color = TEXT_COLORS.get(str(at["severity"].iloc[0]), "#52606d")
+        lines.append(
+            f'<li><a class="ll-tier" style="color:{color}" href="#{_tier_anchor(tier)}">'
+            f"{_e(_tier_name(tier))}</a> <b>{len(at):,}</b>"
+            + (f' <span class="ll-new">{new:,} new</span>' if new else "")
+            + (f' <span class="ll-muted">({_e(human_bytes(size))})</span>' if size else "")
+            + f": {names}</li>"
+        )
+    return f"<div><h3>Findings by impact and kind</h3><ul>{''.join(lines)}</ul></div>"
+
+
+def _by_severity_text(counts: Mapping[str, Any] | None) -> str:
+    parts = [f"{int(v):,} {s}" for s, v in (counts or {}).items() if v]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _glance_changes(summary: Mapping[str, Any]) -> str:
+    if "previous" not in summary and "new_total" not in summary:
+        return ""  # written by a release that did not compare runs
+    previous = summary.get("previous")
+    if not previous:
+        note = summary.get("previous_note")
+        text = "First run here: no previous run to compare with." + (
+            f' <span class="ll-muted">{_e(note)}</span>' if note else ""
+        )
+        return f"<div><h3>Since the previous run</h3><p>{text}</p></div>"
+    when = human_time(previous.get("as_of_ms")) if isinstance(previous, Mapping) else ""
+    new, resolved = int(summary.get("new_total") or 0), int(summary.get("resolved_total") or 0)
+    return (
+        f"<div><h3>Since the previous run{f' ({_e(when)})' if when else ''}</h3><ul>"
+        f"<li><b>{new:,} new</b>{_e(_by_severity_text(summary.get('new_by_severity')))}</li>"
+        f"<li><b>{resolved:,} resolved</b>{_e(_by_severity_text(summary.get('resolved_by_severity')))}</li>"
+        "</ul></div>"
+    )
+
+
+def _disk_frame(summary: Mapping[str, Any]) -> pd.DataFrame | None:
+    usage = summary.get("disk_usage") or {}
+    by_state = usage.get("by_state") or {}
+    if not by_state:
+        return None
+    ledgers = usage.get("ledgers_by_state") or {}
+    rows = [
+        {"tenant": "", "namespace": "", "state": s, "ledgers": int(ledgers.get(s) or 0), "bytes": int(b or 0)}
+        for s, b in by_state.items()
+    ]
+    return pd.DataFrame(rows, columns=["tenant", "namespace", "state", "ledgers", "bytes"])
+
+
+def _glance_disk(summary: Mapping[str, Any], disk: pd.DataFrame | None) -> str:
+    frame = disk if disk is not None and not disk.empty else _disk_frame(summary)
+    if frame is None:
+        return ""  # an audit written before disk usage was measured
+    from ledgerlens.report.disk import disk_states_html  # plotly: only for the views that draw disks
+
+    replicated = bool((summary.get("disk_usage") or {}).get("replicated"))
+    what = "BookKeeper disk (all copies)" if replicated else "BookKeeper disk"
+    return f"<div><h3>{what}</h3>{disk_states_html(frame)}</div>"
+
+
+def glance_html(
+    summary: Mapping[str, Any], findings: pd.DataFrame | None = None, disk: pd.DataFrame | None = None
+) -> str:
+    """At a glance (an unwrapped ``.ll-glance`` block): findings by impact tier and kind with the new
+    ones counted, what changed since the previous run, and where the bookies' disk goes (``disk``:
+    the ``disk_usage.parquet`` frame, else ``summary["disk_usage"]``). Parts without data are left out."""
+    parts = [
+        _glance_findings(findings, compared(summary)),
+        _glance_changes(summary),
+        _glance_disk(summary, disk),
+    ]
+    body = "".join(p for p in parts if p)
+    return f'<section class="ll-glance" aria-label="at a glance">{body}</section>' if body else ""
 
 
 def context_html(context: Mapping[str, Any]) -> str:
@@ -197,10 +353,31 @@ def context_html(context: Mapping[str, Any]) -> str:
     return f'<table class="ll-table ll-kv" aria-label="what was audited"><tbody>{body}</tbody></table>'
 
 
-def header_html(summary: Mapping[str, Any], context: Mapping[str, Any], title: str = "") -> str:
-    """Title, banner and context: the top of a report."""
+def header_html(
+    summary: Mapping[str, Any],
+    context: Mapping[str, Any],
+    title: str = "",
+    *,
+    findings: pd.DataFrame | None = None,
+    disk: pd.DataFrame | None = None,
+) -> str:
+    """The top of a report: title, banner (naming the worst of ``findings``) and the at-a-glance block."""
     h1 = f"<h1>{_e(title)}</h1>" if title else ""
-    return wrap(h1 + banner_html(summary, context) + "<h2>What was audited</h2>" + context_html(context))
+    return wrap(h1 + banner_html(summary, context, findings) + glance_html(summary, findings, disk))
+
+
+def audited_html(context: Mapping[str, Any]) -> str:
+    """The "What was audited" section: the context table under its heading."""
+    return wrap("<h2>What was audited</h2>" + context_html(context))
+
+
+def run_details_html(summary: Mapping[str, Any]) -> str:
+    """The run's whole ``summary.json``, collapsed: every count and timing, for who needs them."""
+    text = json.dumps(summary, indent=1, sort_keys=True, default=str)
+    return wrap(
+        '<details class="ll-run"><summary>this run\'s summary.json</summary>'
+        f'<pre class="ll-next">{_e(text)}</pre></details>'
+    )
 
 
 # --- findings ---------------------------------------------------------------------------------------
@@ -273,17 +450,34 @@ def _rule_ref(ex: Explanation, in_page: bool) -> str:
     return f'rule: <a href="{href}" title="{_e(ex.rule)}">{_e(ex.rule)}</a>'
 
 
-def finding_card_html(row: Mapping[str, Any], ex: Explanation, *, in_page_rules: bool = True) -> str:
-    """One finding: severity, kind, subject, size and age; reason; path; next step; evidence; rule."""
+def is_new(row: Mapping[str, Any]) -> bool:
+    """The finding was not in the previous run (its ``new`` column; False where there is none)."""
+    value = row.get("new")
+    return bool(value) if value is not None and not is_missing(value) else False
+
+
+def new_mark() -> str:
+    """The visible "new" mark of a finding first seen in this run."""
+    return '<span class="ll-new" title="not in the previous run">new</span>'
+
+
+def finding_card_html(
+    row: Mapping[str, Any], ex: Explanation, *, in_page_rules: bool = True, mark_new: bool = True
+) -> str:
+    """One finding: severity, kind, subject, size and age; reason; path; next step; evidence; rule.
+
+    ``mark_new``: a finding not in the previous run (``new``) carries the "new" mark."""
     sev = str(row.get("severity") or "")
+    new = mark_new and is_new(row)
     meta = []
     if not is_missing(row.get("bytes")) and row.get("bytes") is not None:
         meta.append(human_bytes(row["bytes"]))
     if not is_missing(row.get("age_seconds")) and row.get("age_seconds") is not None:
         meta.append(f"{human_duration(row['age_seconds'])} old")
-    color = SEVERITY_COLORS.get(sev, "#52606d")
+    color = TEXT_COLORS.get(sev, "#52606d")
     head = (
-        f'<div class="ll-head"><span class="ll-sev" style="color:{color}">{_e(sev)}</span> '
+        f'<div class="ll-head">{new_mark() + " " if new else ""}'
+        f'<span class="ll-sev" style="color:{color}">{_e(sev)}</span> '
         f"<code>{_e(row.get('kind'))}</code> {_subject(row)}"
         + (f' <span class="ll-meta">&middot; {_e(", ".join(meta))}</span>' if meta else "")
         + "</div>"
@@ -293,7 +487,8 @@ def finding_card_html(row: Mapping[str, Any], ex: Explanation, *, in_page_rules:
     if path and not is_missing(path):
         where += f'<div><span class="ll-label">path</span> <code class="ll-path">{_e(path)}</code></div>'
     return (
-        f'<div class="ll-finding ll-sev-{_e(sev)}" data-kind="{_e(row.get("kind"))}">{head}'
+        f'<div class="ll-finding ll-sev-{_e(sev)}{" ll-is-new" if new else ""}" '
+        f'data-kind="{_e(row.get("kind"))}"{" data-new" if new else ""}>{head}'
         f'<p class="ll-reason">{_e(ex.reason)}</p>{where}'
         f'<div class="ll-label">next step</div><pre class="ll-next">{_e(ex.next_step)}</pre>'
         f"<details><summary>evidence</summary>{evidence_html(row.get('evidence'))}</details>"
@@ -301,9 +496,10 @@ def finding_card_html(row: Mapping[str, Any], ex: Explanation, *, in_page_rules:
     )
 
 
-def _compact_rows(rows: Sequence[tuple[Mapping[str, Any], Explanation]]) -> str:
+def _compact_rows(rows: Sequence[tuple[Mapping[str, Any], Explanation]], mark_new: bool = True) -> str:
     body = "".join(
-        f"<tr><td>{_subject(r)}</td><td>{_e(ex.reason)}</td><td><code>{_e(r.get('path') or '')}</code></td>"
+        f"<tr><td>{new_mark() + ' ' if mark_new and is_new(r) else ''}{_subject(r)}</td>"
+        f"<td>{_e(ex.reason)}</td><td><code>{_e(r.get('path') or '')}</code></td>"
         f"<td><details><summary>next step</summary><pre class='ll-next'>{_e(ex.next_step)}</pre>"
         f"{evidence_html(r.get('evidence'))}</details></td></tr>"
         for r, ex in rows
@@ -355,8 +551,11 @@ def findings_html(
     max_rows: int = MAX_ROWS,
     open_info: bool = False,
     findings_path: str = "",
+    mark_new: bool = True,
 ) -> str:
-    """Every finding of ``severities``, grouped by severity and kind, critical first.
+    """Every finding of ``severities`` in impact order (``order_findings``), one section per impact
+    tier (data loss, critical, warning, info), and in each the findings grouped by kind, the new ones'
+    groups first (``mark_new``: marked "new"; pass ``compared(summary)`` so a first run marks none).
 
     Each group shows up to ``group_cards`` findings as full cards (reason, path, next step,
     evidence, rule) and the rest as a wrapping table in a collapsed block, so every finding is
@@ -368,34 +567,45 @@ def findings_html(
     if d.empty:
         return wrap('<p class="ll-muted">No findings.</p>')
     shown = d.head(max_rows)
+    key = impact_key(shown)
+    if not mark_new:
+        key = key.assign(known=True)
     w = AuditedWhere.of(where)
     out: list[str] = []
-    for sev in [s for s in wanted if s in set(shown["severity"])]:
-        sev_df = shown[shown["severity"] == sev]
-        heading = f"{_e(sev.capitalize())}: {plural(len(sev_df), 'finding')}"
-        out.append(f'<h2 id="findings-{_e(sev)}">{heading}</h2>')
-        for kind, group in sev_df.groupby("kind", sort=False):
-            rows = _records(group)
-            pairs = [(r, explain(r, w)) for r in rows]
-            size = int(pd.to_numeric(group["bytes"], errors="coerce").fillna(0).sum())
-            sized = f", {human_bytes(size)}" if size else ""
-            inner = "".join(finding_card_html(r, ex) for r, ex in pairs[:group_cards])
-            if len(pairs) > group_cards:
-                inner += (
-                    f"<details><summary>{len(pairs) - group_cards:,} more {_e(kind)} findings</summary>"
-                    f"{_compact_rows(pairs[group_cards:])}</details>"
-                )
-            opened = " open" if sev != "info" or open_info else ""
-            out.append(
-                f'<details class="ll-group" data-kind="{_e(kind)}"{opened}><summary><b>'
-                f"<code>{_e(kind)}</code></b>: {plural(len(pairs), 'finding')}{sized}</summary>"
-                f"{inner}</details>"
-            )
+    for tier in dict.fromkeys(key["tier"]):
+        at = shown[key["tier"] == tier]
+        news = int((~key.loc[at.index, "known"]).sum())
+        heading = f"{_e(_tier_name(tier).capitalize())}: {plural(len(at), 'finding')}"
+        heading += f" {new_mark()}&nbsp;{news:,}" if news else ""
+        out.append(f'<h2 id="{_tier_anchor(tier)}">{heading}</h2>')
+        groups = at.groupby([key.loc[at.index, "known"], at["kind"]], sort=False)
+        for (known, kind), group in groups:
+            out.append(_group_html(str(kind), group, w, group_cards, not known, open_info or tier < 3))
     if len(d) > len(shown):
         where_rest = f" in <code>{_e(findings_path)}</code>" if findings_path else " in findings.parquet"
         more = len(d) - len(shown)
         out.append(f"<p><b>{more:,} more findings</b> are not drawn here; all are{where_rest}.</p>")
     return wrap("".join(out))
+
+
+def _group_html(
+    kind: str, group: pd.DataFrame, where: AuditedWhere, group_cards: int, new: bool, opened: bool
+) -> str:
+    """One kind's findings of one tier (its new ones, or its known ones): cards, then a table."""
+    pairs = [(r, explain(r, where)) for r in _records(group)]
+    size = int(pd.to_numeric(group["bytes"], errors="coerce").fillna(0).sum())
+    sized = f", {human_bytes(size)}" if size else ""
+    inner = "".join(finding_card_html(r, ex, mark_new=new) for r, ex in pairs[:group_cards])
+    if len(pairs) > group_cards:
+        inner += (
+            f"<details><summary>{len(pairs) - group_cards:,} more {_e(kind)} findings</summary>"
+            f"{_compact_rows(pairs[group_cards:], mark_new=new)}</details>"
+        )
+    mark = f"{new_mark()} " if new else ""
+    return (
+        f'<details class="ll-group" data-kind="{_e(kind)}"{" open" if opened else ""}><summary>{mark}<b>'
+        f"<code>{_e(kind)}</code></b>: {plural(len(pairs), 'finding')}{sized}</summary>{inner}</details>"
+    )
 
 
 def finding_detail_html(row: Mapping[str, Any], where: Mapping[str, Any] | AuditedWhere | None = None) -> str:
@@ -412,6 +622,10 @@ def finding_detail_html(row: Mapping[str, Any], where: Mapping[str, Any] | Audit
             return f"{_e(human_bytes(v))} ({int(v):,} B)"
         if k == "age_seconds":
             return _e(human_duration(v))
+        if k == "first_seen":
+            return _e(human_time(v))
+        if k == "new":
+            return "yes: not in the previous run" if v else "no: seen before"
         if k == "managed_ledger":
             return f"<code>{_e(v)}</code> ({_e(_topic(str(v)))})"
         if k in ("path", "object_key"):
@@ -508,7 +722,7 @@ def _cell(column: str, value: Any) -> str:
     if column == "managed_ledger":
         return _e(_topic(str(value)))
     if column == "severity":
-        color = SEVERITY_COLORS.get(str(value), "#1f2933")
+        color = TEXT_COLORS.get(str(value), "#1f2933")
         return f'<b style="color:{color}">{_e(value)}</b>'
     if column in ("path", "object_key"):
         return f"<code>{_e(value)}</code>"
@@ -622,6 +836,6 @@ def settings_html(context: Mapping[str, Any] | None) -> str:
 def error_html(error: BaseException) -> str:
     """A readable HTML block for an error shown in a notebook (no traceback)."""
     return (
-        '<div style="border-left:4px solid #c0392b;padding:6px 10px;background:#fdf2f2">'
+        '<div style="border-left:4px solid #c0392b;padding:6px 10px;background:#fdf2f2;color:#1f2933">'
         f"<b>{_e(type(error).__name__)}</b>: {_e(str(error))}</div>"
     )

@@ -31,6 +31,10 @@ from ledgerlens.redact import secret_values as secret_values
 RECORD_KEY = "ledgerlens"
 """Output metadata key that marks a recorded result: ``{"ledgerlens": <name>}``."""
 
+RECORD_MIME = "application/vnd.ledgerlens.record+json"
+"""The MIME type of recorded results: no front end renders it, so a record is data in the output
+notebook, not a JSON tree on the page (``application/json``, as older notebooks recorded, is read too)."""
+
 INSTRUCTIONS_TAG = "instructions"
 """Cells with this tag speak to the person running the notebook; reports leave them out."""
 
@@ -78,15 +82,15 @@ def live_kernel() -> bool:
 
 
 def record(name: str, value: Any) -> None:
-    """Display ``value`` (JSON-able) as an ``application/json`` output tagged ``{"ledgerlens": name}``.
+    """Display ``value`` (JSON-able) as a ``RECORD_MIME`` output tagged ``{"ledgerlens": name}``.
 
-    Called from a notebook; papermill keeps the output in the executed notebook, where
-    ``read_recorded`` finds it again.
+    Called from a notebook; nothing shows on the page (no front end renders ``RECORD_MIME``), and
+    papermill keeps the output in the executed notebook, where ``read_recorded`` finds it again.
     """
     from IPython.display import display
 
     data = json.loads(json.dumps(value, default=str))
-    display({"application/json": data}, raw=True, metadata={"application/json": {RECORD_KEY: name}})
+    display({RECORD_MIME: data}, raw=True, metadata={RECORD_MIME: {RECORD_KEY: name}})
 
 
 def read_recorded(nb_path: str | Path, name: str = "summary") -> Any:
@@ -99,10 +103,12 @@ def read_recorded(nb_path: str | Path, name: str = "summary") -> Any:
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             meta = output.get("metadata", {})
-            tag = (meta.get("application/json") or {}).get(RECORD_KEY, meta.get(RECORD_KEY))
-            if tag == name and "application/json" in data:
-                value = data["application/json"]
-                found.append(json.loads(value) if isinstance(value, str) else value)
+            for mime in (RECORD_MIME, "application/json"):
+                tag = (meta.get(mime) or {}).get(RECORD_KEY, meta.get(RECORD_KEY))
+                if tag == name and mime in data:
+                    value = data[mime]
+                    found.append(json.loads(value) if isinstance(value, str) else value)
+                    break
     if not found:
         raise ReportError(f"{nb_path}: no output recorded as {name!r} (did the notebook run to the end?)")
     return found[-1]
@@ -157,15 +163,15 @@ def execute_runbook(
     *,
     kernel_name: str | None = None,
     cwd: str | Path | None = None,
-    progress: bool = False,
+    progress: bool | Any = False,
 ) -> Path:
     """Execute ``notebook`` with papermill into ``output``; returns ``output``.
 
     ``kernel_name`` defaults to the notebook's own kernelspec (``python3``: the running environment's
     ipykernel). ``progress``: the kernel's stderr (the runbook's progress lines) is copied to this
-    process's stderr as it comes. The kernel runs with ``LEDGERLENS_HEADLESS=1`` (no widgets). A
-    failing cell raises ``ReportError`` naming the cell and the error; the partly executed notebook
-    is kept at ``output`` for inspection.
+    process's stderr, or to ``progress`` when it is a file, as it comes. The kernel runs with
+    ``LEDGERLENS_HEADLESS=1`` (no widgets). A failing cell raises ``ReportError`` naming the cell
+    and the error; the partly executed notebook is kept at ``output`` for inspection.
     """
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
@@ -185,7 +191,8 @@ def execute_runbook(
             parameters=dict(parameters),
             kernel_name=kernel_name,
             progress_bar=False,
-            stderr_file=sys.stderr if progress else None,  # the kernel's progress lines, as they come
+            # the kernel's progress lines, as they come: to stderr, or to the file given (a relay)
+            stderr_file=(sys.stderr if progress is True else progress or None),
             config=_kernel_config(),
             cwd=str(cwd) if cwd is not None else None,
         )
@@ -230,7 +237,8 @@ def to_html(
 ) -> Path:
     """Convert an executed notebook into one self-contained HTML file; returns ``html``.
 
-    Figures must have been rendered with plotly's ``notebook`` renderer (plotly.js inlined once).
+    Figures come as HTML in the outputs: inline SVG (``figures.use_offline_renderer(static=True)``)
+    or plotly's own with plotly.js inlined once; nothing is fetched from the network.
     Scripts from CDNs (require.js, MathJax, mermaid, widget manager) are left out, widget state is
     dropped (widgets need a live kernel), cells tagged ``instructions`` (the runbook's words to
     the person running it) are left out, code cells are hidden unless ``exclude_input=False``, and
@@ -263,7 +271,7 @@ def to_html(
         exclude_input_prompt=exclude_input,
         exclude_output_prompt=exclude_input,
     )
-    with warnings.catch_warnings():  # recorded application/json outputs have no HTML form, on purpose
+    with warnings.catch_warnings():  # recorded results (RECORD_MIME) have no HTML form, on purpose
         warnings.filterwarnings("ignore", message=".*is not able to be represented", category=UserWarning)
         body, _resources = exporter.from_notebook_node(
             nb, resources={"metadata": {"name": title or notebook.stem}}
