@@ -29,13 +29,14 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ledgerlens import inputs
 from ledgerlens.errors import ConfigError, LedgerLensError
-from ledgerlens.redact import redact_exception
+from ledgerlens.redact import redact, redact_exception
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
@@ -45,7 +46,14 @@ EXIT_FINDINGS = 3
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
-FAIL_ON = {"critical": ("critical",), "warning": ("critical", "warning")}
+# --fail-on: the severities that make the exit status 3; new-*: among the run's new findings only
+# (``new_by_severity`` of the summary: findings the previous run did not report).
+FAIL_ON = {
+    "critical": ("critical",),
+    "warning": ("critical", "warning"),
+    "new-critical": ("critical",),
+    "new-warning": ("critical", "warning"),
+}
 
 DEFAULT_NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "audit_ledgers.ipynb"
 
@@ -237,8 +245,10 @@ def _add_run_options(p: argparse.ArgumentParser, *, fail_on: bool = False) -> No
             "--fail-on",
             choices=sorted(FAIL_ON),
             default=None,
-            help="exit 3 when a finding of this severity (or worse) exists (default: the context's)",
+            help="exit 3 when a finding of this severity (or worse) exists; new-critical, new-warning: "
+            "only when such a finding is new since the previous run (default: the context's)",
         )
+    _add_history_options(p)
     p.add_argument(
         "--metrics-textfile",
         metavar="PATH",
@@ -251,6 +261,23 @@ def _add_run_options(p: argparse.ArgumentParser, *, fail_on: bool = False) -> No
         "--verbose",
         action="store_true",
         help="show library output too (Spark/JVM logging, warnings); default: progress and results only",
+    )
+
+
+def _add_history_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--previous",
+        metavar="DIR",
+        default=None,
+        help="the run to compare with (an audit's output directory or an entry of its history/): "
+        "findings get first_seen and new, resolved.parquet lists those gone since (default: the run "
+        "published in --out, else the newest of --out/history/)",
+    )
+    p.add_argument(
+        "--history-keep",
+        metavar="N",
+        default=None,
+        help="runs kept in --out/history/ (their findings, slim, and counts; default 14; 0: none)",
     )
 
 
@@ -415,8 +442,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--spark-master", metavar="URL", default="local[*]", help="Spark master (default local[*])"
     )
     kafka.add_argument(
-        "--fail-on", choices=sorted(FAIL_ON), default=None, help="exit 3 at this severity or worse"
+        "--fail-on",
+        choices=sorted(FAIL_ON),
+        default=None,
+        help="exit 3 at this severity or worse (new-*: among findings new since the previous run)",
     )
+    _add_history_options(kafka)
     kafka.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
 
@@ -489,11 +520,31 @@ def _preflight(
     )
 
 
+def _progress(args: argparse.Namespace, *, bar: bool | None = None) -> Any:
+    """The command's progress display (``ledgerlens.console.Progress``) on its own clock, from the
+    process's start: nothing with ``--no-progress``."""
+    from ledgerlens.console import Progress, process_started
+
+    # the command's process (the console script, python -m ledgerlens.cli), else this call (in-process)
+    own = Path(sys.argv[0]).name in ("ledgerlens", "cli.py")
+    started = process_started() if own else time.time()
+    title = f"ledgerlens {args.command}"
+    return Progress(enabled=not args.no_progress, title=title, started=started, bar=bar)
+
+
+def _checking(stores: Any, s3: Any) -> str:
+    """What the preflight checks, in words (no address: connect strings may carry credentials)."""
+    n = len(list(stores.sources())) if stores is not None else 1
+    what = "the metadata store" if n == 1 else f"{n} metadata stores"
+    return f"checking {what}" + (f" and bucket {s3.bucket}" if s3 is not None and s3.bucket else "")
+
+
 def exit_code(summary: dict[str, Any], fail_on: str | None) -> int:
-    """``EXIT_FINDINGS`` when the summary holds a finding at or above ``fail_on``, else ``EXIT_OK``."""
+    """``EXIT_FINDINGS`` when the summary holds a finding at or above ``fail_on`` (``new-*``: a new
+    one, ``new_by_severity``), else ``EXIT_OK``."""
     if not fail_on:
         return EXIT_OK
-    counts = summary.get("counts_by_severity") or {}
+    counts = summary.get("new_by_severity" if fail_on.startswith("new-") else "counts_by_severity") or {}
     return EXIT_FINDINGS if any(counts.get(s, 0) for s in FAIL_ON[fail_on]) else EXIT_OK
 
 
@@ -528,19 +579,26 @@ def format_summary(summary: dict[str, Any], out_dir: Path, findings_path: Path |
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    zk, s3, audit = settings.audit_inputs(args.as_of)
-    stores = settings.stores()
-    from ledgerlens.console import summary_line
+    bar = _progress(args)
+    with bar.waiting("reading the settings", say_after=2.0):  # said on a slow machine only
+        settings = _settings(args)
+        zk, s3, audit = settings.audit_inputs(args.as_of)
+        stores = settings.stores()
+    from ledgerlens.console import disk_line, summary_line
 
     master, conf = settings["spark.master"], settings["spark.conf"]
     allow = bool(getattr(args, "allow_empty_metadata", False))
-    seen = _preflight(zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores)
+    with bar.waiting(_checking(stores, s3), done="stores checked", say_after=1.0):
+        seen = _preflight(
+            zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores
+        )
+    history = _history(settings)
     from ledgerlens import pipeline
     from ledgerlens.outdir import OutputDir
 
     with OutputDir(args.out) as od:
-        spark, owned = _spark_session(master, conf, znodes=seen.get("znodes"))
+        with bar.waiting(f"starting Spark ({redact(master)})", done="Spark started"):
+            spark, owned = _spark_session(master, conf, znodes=seen.get("znodes"))
         hard = True
         try:
             from ledgerlens.config import BookieSource
@@ -552,13 +610,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 s3,
                 audit,
                 od.out,
-                progress=not args.no_progress,
+                progress=bar,
                 context=settings.public(),
                 stores=stores,
                 cluster_name=args.cluster_name,
                 deep_offload_check=args.deep_offload_check,
                 allow_empty_metadata=allow,
                 output=od,
+                history=history,
                 **reads,
             )
             hard = False
@@ -568,13 +627,47 @@ def cmd_audit(args: argparse.Namespace) -> int:
         finally:
             if owned:
                 _stop_spark(spark, hard=hard)
+    bar.close()
     _write_metrics(args, run.summary, settings)
     if settings.context:
         print(f"context: {settings.context}")
     print(format_summary(run.summary, Path(run.out_dir), Path(run.findings_path)))
     worst = _worst(run.summary, Path(run.findings_path))
+    if (disk := disk_line(run.summary)) is not None:
+        print(disk)
     print(summary_line(run.summary, worst=worst, findings=run.findings_path))
     return exit_code(run.summary, settings["audit.fail-on"] or None)
+
+
+def _history(settings: Any) -> Any:
+    """``audit.history.HistoryOptions`` from the ``audit.previous`` / ``audit.history-keep`` settings."""
+    from ledgerlens.audit.history import HistoryOptions
+
+    return HistoryOptions.of(settings["audit.previous"] or None, settings["audit.history-keep"])
+
+
+@contextmanager
+def _history_env(args: argparse.Namespace) -> Iterator[None]:
+    """``--previous`` / ``--history-keep`` of ``report`` as ``LEDGERLENS_PREVIOUS`` /
+    ``LEDGERLENS_HISTORY_KEEP`` for the runbook's kernel (it resolves its settings with the
+    environment layer, and its pipeline reads them there), restored afterwards."""
+    previous = getattr(args, "previous", None)
+    given = {
+        "LEDGERLENS_PREVIOUS": str(Path(previous).resolve()) if previous else None,
+        "LEDGERLENS_HISTORY_KEEP": getattr(args, "history_keep", None),
+    }
+    saved = {k: os.environ.get(k) for k in given}
+    for k, v in given.items():
+        if v not in (None, ""):
+            os.environ[k] = str(v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _worst(summary: dict[str, Any], findings: Path) -> str:
@@ -588,12 +681,34 @@ def _worst(summary: dict[str, Any], findings: Path) -> str:
     return worst_finding(pd.read_parquet(findings))
 
 
-def _cluster_label(args: argparse.Namespace, settings: Any = None) -> str:
+def _published_cluster(args: argparse.Namespace) -> str | None:
+    """The cluster name the run last published in ``--out`` recorded (None: none, or unreadable)."""
+    try:
+        summary = json.loads((Path(args.out) / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    name = summary.get("cluster_name") if isinstance(summary, dict) else None
+    return str(name) if name else None
+
+
+def _cluster_label(
+    args: argparse.Namespace, settings: Any = None, summary: dict[str, Any] | None = None
+) -> str:
+    """The metrics' ``cluster`` label: the audited Pulsar cluster's name (the run's summary, the
+    settings, else, for a failed run, the run last published in ``--out``); the ZooKeeper address
+    only while no name is known."""
     from ledgerlens.redact import redact
 
-    if settings is not None and (settings["pulsar.cluster-name"] or settings["metadata.zookeeper"]):
-        return str(settings["pulsar.cluster-name"] or redact(settings["metadata.zookeeper"]))
-    return getattr(args, "cluster_name", None) or redact(getattr(args, "zookeeper", None) or "")
+    name = (
+        (summary or {}).get("cluster_name")
+        or (settings["pulsar.cluster-name"] if settings is not None else None)
+        or getattr(args, "cluster_name", None)
+        or (_published_cluster(args) if summary is None else None)
+    )
+    if name:
+        return str(name)
+    zookeeper = settings["metadata.zookeeper"] if settings is not None else None
+    return redact(zookeeper or getattr(args, "zookeeper", None) or "")
 
 
 def _write_metrics(args: argparse.Namespace, summary: dict[str, Any] | None, settings: Any = None) -> None:
@@ -603,7 +718,7 @@ def _write_metrics(args: argparse.Namespace, summary: dict[str, Any] | None, set
         return
     from ledgerlens.report import metrics
 
-    label = _cluster_label(args, settings)
+    label = _cluster_label(args, settings, summary)
     if summary is None:
         metrics.write_failure(path, cluster=label)
     else:
@@ -651,27 +766,37 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ledgerlens import report
     from ledgerlens.outdir import OutputDir
 
-    settings = _settings(args)
-    zk, s3, _audit = settings.audit_inputs(args.as_of)
-    stores = settings.stores()
+    bar = _progress(args, bar=False)  # lines: the runbook kernel's are relayed between them
+    with bar.waiting("reading the settings", say_after=2.0):  # said on a slow machine only
+        settings = _settings(args)
+        zk, s3, _audit = settings.audit_inputs(args.as_of)
+        stores = settings.stores()
     master = settings["spark.master"]
     notebook = Path(args.notebook) if args.notebook else DEFAULT_NOTEBOOK
     if not notebook.is_file():
         raise ConfigError(f"runbook {notebook} not found: pass --notebook PATH")
     allow = bool(getattr(args, "allow_empty_metadata", False))
-    _preflight(zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores)
+    with bar.waiting(_checking(stores, s3), done="stores checked", say_after=1.0):
+        _preflight(zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores)
     _local_python(master)  # inherited by the notebook's kernel
-    from ledgerlens.console import summary_line
+    history = _history(settings)
+    from ledgerlens.audit.history import HISTORY_DIR, prune
+    from ledgerlens.console import disk_line, summary_line
+    from ledgerlens.console import started_env as console_started
 
     html_target = Path(args.html).resolve() if args.html else None
-    with OutputDir(args.out) as od:
+    # the runbook's pipeline finds the previous run beside its staging directory (in --out)
+    with OutputDir(args.out) as od, _history_env(args):
         params = notebook_parameters(args, od.staging)
         if allow:
             params["allow_empty_metadata"] = True
         staged_nb = od.staging / notebook.name
-        executed = report.execute_runbook(
-            notebook, staged_nb, params, kernel_name=args.kernel, progress=not args.no_progress
-        )
+        # the kernel's progress lines on this command's clock, relayed as they come
+        relay = bar.relay() if bar.enabled else False
+        with bar.waiting("running the runbook in a Jupyter kernel"), console_started(bar.started_at):
+            executed = report.execute_runbook(
+                notebook, staged_nb, params, kernel_name=args.kernel, progress=relay
+            )
         report.relocate_notebook(executed, od.staging, od.out)  # paths as they will be once published
         summary = report.read_recorded(executed, "summary")
         try:
@@ -683,7 +808,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         staged_html = od.staging / (html_target.name if html_target else "report.html")
         if not inside:
             staged_html = od.staging / f".ledgerlens-html-{html_target.name}"  # type: ignore[union-attr]
-        report.to_html(executed, staged_html, exclude_input=not args.show_code, title=title)
+        with bar.waiting("writing the HTML report", say_after=2.0):
+            report.to_html(executed, staged_html, exclude_input=not args.show_code, title=title)
         if not inside:
             assert html_target is not None
             html_target.parent.mkdir(parents=True, exist_ok=True)
@@ -691,10 +817,16 @@ def cmd_report(args: argparse.Namespace) -> int:
             shutil.move(str(staged_html), tmp)
             os.replace(tmp, html_target)
         od.publish()
+        prune(od.out / HISTORY_DIR, history.keep)
         html = html_target or od.out / "report.html"
+    bar.close()
     _write_metrics(args, summary, settings)
+    if args.no_progress and summary.get("previous_note"):  # the kernel's stderr was not passed on
+        print(f"ledgerlens: warning: {summary['previous_note']}", file=sys.stderr)
     print(f"notebook: {od.out / notebook.name}")
     print(f"report:   {html}")
+    if (disk := disk_line(summary)) is not None:
+        print(disk)
     print(summary_line(summary, worst=_worst(summary, od.out / "findings.parquet"), report=html))
     return exit_code(summary, settings["audit.fail-on"] or None)
 
@@ -821,12 +953,21 @@ def kafka_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, str | None]:
 
 def cmd_kafka_audit(args: argparse.Namespace) -> int:
     source, store, cfg, dump = kafka_inputs(args)
+    from ledgerlens.audit.history import HistoryOptions
     from ledgerlens.kafka import pipeline as kafka_pipeline
 
+    history = HistoryOptions.of(args.previous, args.history_keep)
     spark, owned = _spark_session(args.spark_master)
     try:
         run = kafka_pipeline.run(
-            spark, cfg, Path(args.out), source=source, store=store, dump=dump, progress=not args.no_progress
+            spark,
+            cfg,
+            Path(args.out),
+            source=source,
+            store=store,
+            dump=dump,
+            progress=not args.no_progress,
+            history=history,
         )
     finally:
         if owned:
@@ -943,7 +1084,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         apply_sandbox(args)
         from ledgerlens.deletion.commands import COMMANDS as DELETION_COMMANDS
 
-        return {**COMMANDS, **DELETION_COMMANDS}[args.command](args)
+        with console.closing_progress():  # no progress line after the command's last line
+            return {**COMMANDS, **DELETION_COMMANDS}[args.command](args)
     except BaseException as e:  # noqa: BLE001 - every way out is one line and an exit status
         if _SIGNALLED or isinstance(e, KeyboardInterrupt | Terminated):
             term = (_SIGNALLED or [signal.SIGINT])[0] == signal.SIGTERM or isinstance(e, Terminated)

@@ -12,6 +12,8 @@
   that a crash in between is rolled forward by the next run. ``out`` holds either the previous
   complete run or the new one, never a mix. A run that ends without ``publish()`` (error, Ctrl-C)
   removes its staging directory and leaves ``out`` as it was.
+- ``history/`` (``ledgerlens.audit.history``) is merged, not replaced: the run's new entry is
+  renamed into ``out/history`` beside the older ones, which stay.
 
 Files in ``out`` that ledgerlens never writes are left alone.
 """
@@ -46,11 +48,23 @@ ASIDE_PREFIX = ".ledgerlens-previous-"
 # manifest): a new run sets these aside even when it does not write them itself.
 RESULT_NAMES = (
     "findings.parquet",
+    "resolved.parquet",
+    "disk_usage.parquet",  # BookKeeper bytes by state (audit/disk.py)
     "summary.json",
     "inventory",
     "audit_ledgers.ipynb",
     "report.html",
 )
+
+# Directories a run adds entries to instead of replacing them (never set aside, never in a manifest).
+MERGED_NAMES = ("history",)
+
+
+def published_dir(out: str | Path) -> Path:
+    """Where a run writing into ``out`` is published: ``out`` itself, or, for a run nested in another
+    run's staging directory (the runbook inside ``ledgerlens report``), the outer run's ``out``."""
+    p = Path(out).resolve()
+    return p.parent if p.name.startswith(STAGING_PREFIX) else p
 
 
 class OutputBusyError(LedgerLensError):
@@ -172,14 +186,22 @@ class OutputDir:
             raise LedgerLensError(f"--out {self.out}: publish() without the lock")
         # A nested run (the runbook's pipeline inside ``ledgerlens report``) leaves its own lock and
         # manifest in the staging directory: never published.
-        names = sorted(p.name for p in self.staging.iterdir() if not p.name.startswith(".ledgerlens"))
+        staged = [p.name for p in self.staging.iterdir() if not p.name.startswith(".ledgerlens")]
+        names = sorted(n for n in staged if n not in MERGED_NAMES)
+        merged = sorted(n for n in staged if n in MERGED_NAMES)
         aside = self.out / f"{ASIDE_PREFIX}{self.run_id}"
         # A run nested in another run's staging directory (the runbook inside ``ledgerlens report``)
         # leaves the outer run's files (the notebook papermill is writing) alone.
         nested = self.out.name.startswith(STAGING_PREFIX)
         previous = set(_manifest(self.out)) | (set() if nested else set(RESULT_NAMES))
         old = sorted(n for n in previous | set(names) if _present(self.out / n))
-        journal = {"staging": self.staging.name, "aside": aside.name, "names": names, "old": old}
+        journal = {
+            "staging": self.staging.name,
+            "aside": aside.name,
+            "names": names,
+            "old": old,
+            "merged": merged,
+        }
         with _signals_deferred():
             _write_atomic(self.out / JOURNAL_NAME, json.dumps(journal))
             _roll_forward(self.out, journal)
@@ -220,10 +242,22 @@ def _roll_forward(out: Path, journal: Mapping[str, Any]) -> None:
         src = staging / name
         if src.exists():
             os.replace(src, out / name)
+    for name in journal.get("merged", ()):
+        _merge(staging / str(name), out / str(name))
     _write_atomic(out / MANIFEST_NAME, json.dumps({"names": journal["names"], "published": _now_iso()}))
     (out / JOURNAL_NAME).unlink(missing_ok=True)
     shutil.rmtree(staging, ignore_errors=True)
     shutil.rmtree(aside, ignore_errors=True)
+
+
+def _merge(src: Path, dst: Path) -> None:
+    """Rename every entry of ``src`` into ``dst`` (created if needed); an entry already there stays."""
+    if not src.is_dir():
+        return
+    dst.mkdir(exist_ok=True)
+    for entry in sorted(src.iterdir()):
+        if not _present(dst / entry.name):
+            os.replace(entry, dst / entry.name)
 
 
 def _manifest(out: Path) -> list[str]:

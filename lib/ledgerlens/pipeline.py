@@ -14,10 +14,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledgerlens import schemas
+from ledgerlens.audit.history import (
+    HISTORY_DIR,
+    Comparison,
+    HistoryOptions,
+    Lookup,
+    annotate_parquet,
+    discover,
+    prune,
+    record,
+    warn,
+    write_resolved,
+)
 from ledgerlens.config import AuditConfig, BookieSource, S3Source, ZooKeeperSource
 from ledgerlens.console import Progress, as_progress
 from ledgerlens.errors import SourceError
-from ledgerlens.outdir import OutputDir
+from ledgerlens.outdir import OutputDir, published_dir
 from ledgerlens.redact import redact_obj
 from ledgerlens.spark import sized_for
 
@@ -50,11 +62,15 @@ class AuditRun:
     inventory_tables: dict[str, str] = field(default_factory=dict)
 
     def findings_pandas(self) -> pd.DataFrame:
-        """The findings as a pandas frame (columns of ``schemas.FINDINGS``)."""
+        """The findings as a pandas frame: the columns of ``schemas.FINDINGS``, then ``first_seen``
+        and ``new`` (``schemas.FINDINGS_PUBLISHED``) when the run recorded them."""
         import pyarrow.parquet as pq
 
         table = pq.read_table(self.findings_path)
-        return table.to_pandas().reindex(columns=schemas.columns(schemas.FINDINGS))
+        base = schemas.columns(schemas.FINDINGS)
+        added = schemas.columns(schemas.FINDINGS_PUBLISHED)[len(base) :]
+        names = base + [c for c in added if c in table.column_names]
+        return table.to_pandas().reindex(columns=names)
 
 
 def blind_spots(tables: dict[str, DataFrame]) -> list[str]:
@@ -111,12 +127,15 @@ DRIVER_FINDINGS = 50_000
 """Up to this many findings are redacted and written by the driver (:func:`write_findings`)."""
 
 
-def write_findings(findings: DataFrame, path: Path) -> pa.Table | None:
+def write_findings(
+    findings: DataFrame, path: Path, *, comparison: Comparison | None = None
+) -> pa.Table | None:
     """``findings`` as the Parquet table ``path`` (one file, in their order), evidence redacted.
 
     Up to ``DRIVER_FINDINGS`` rows are collected, redacted and written by the driver (pyarrow): no
     Python worker to start and no write job, most of the write phase of a small audit. More go
-    through Spark (:func:`redacted_evidence`).
+    through Spark (:func:`redacted_evidence`). With ``comparison`` (``audit.history``), the file
+    gets ``first_seen`` and ``new`` too (``schemas.FINDINGS_PUBLISHED``).
 
     Returns the ``pyarrow.Table`` written by the driver, or None when Spark wrote the rows.
     """
@@ -131,11 +150,15 @@ def write_findings(findings: DataFrame, path: Path) -> pa.Table | None:
     head = findings.limit(DRIVER_FINDINGS + 1).toArrow()
     if head.num_rows > DRIVER_FINDINGS:
         redacted_evidence(findings).coalesce(1).write.mode("overwrite").parquet(str(path))
+        if comparison is not None:
+            annotate_parquet(path, comparison)
         return None
     env = secret_values()
     evidence = pa.array([redact_nullable(t, env) for t in head.column("evidence").to_pylist()], pa.string())
     table = head.set_column(head.schema.get_field_index("evidence"), "evidence", evidence)
     table = table.cast(to_arrow_schema(schemas.FINDINGS))
+    if comparison is not None:
+        table = comparison.annotate(table).cast(to_arrow_schema(schemas.FINDINGS_PUBLISHED))
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     pq.write_table(table, str(path / "part-00000.zstd.parquet"), compression="zstd")
@@ -256,6 +279,7 @@ def run(
     bookie: BookieSource | None = None,
     allow_empty_metadata: bool = False,
     output: OutputDir | None = None,
+    history: HistoryOptions | None = None,
 ) -> AuditRun:
     """Collect, audit, re-verify and publish ``findings.parquet``, ``summary.json`` and the
     inventory under ``out_dir``.
@@ -275,7 +299,13 @@ def run(
     single one under ``/admin/clusters``); ``deep_offload_check`` streams every offloaded data block.
     With ``bookie``, entries are read from the bookies too (read-only): PIP-195 bucket snapshots
     and the last position of every cursor ledger, which the compacted-ledger rule judges on.
+
+    ``history`` (``ledgerlens.audit.history``): where the previous run is and how many runs
+    ``out_dir/history`` keeps; default: the ``audit.previous`` / ``audit.history-keep`` settings
+    recorded in ``context``, else the run published in ``out_dir`` and 14 runs. Every finding gets
+    ``first_seen`` and ``new``; ``resolved.parquet`` lists the previous run's findings gone since.
     """
+    history = history or HistoryOptions.from_context(context)
     owned = output is None
     od = OutputDir(out_dir).acquire() if output is None else output
     try:
@@ -292,8 +322,10 @@ def run(
             cluster_name=cluster_name,
             deep_offload_check=deep_offload_check,
             bookie=bookie,
+            history=history,
         )
         od.publish()
+        prune(od.out / HISTORY_DIR, history.keep)
     finally:
         if owned:
             od.release()
@@ -315,6 +347,7 @@ def _run(
     cluster_name: str | None,
     deep_offload_check: bool,
     bookie: Any = None,
+    history: HistoryOptions | None = None,
 ) -> AuditRun:
     phase = ["collection"]
     bar = as_progress(progress)
@@ -333,6 +366,7 @@ def _run(
             cluster_name=cluster_name,
             deep_offload_check=deep_offload_check,
             bookie=bookie,
+            history=history or HistoryOptions(),
         )
     except Exception as e:
         lost = _store_lost(e, phase[0], zk, s3)
@@ -359,6 +393,7 @@ def _phases(
     cluster_name: str | None,
     deep_offload_check: bool,
     bookie: Any = None,
+    history: HistoryOptions | None = None,
 ) -> AuditRun:
     """The phases of one run into ``od.staging``; ``phase[0]`` names the phase under way."""
     from ledgerlens.collect import collect_inventory
@@ -410,6 +445,7 @@ def _phases(
             inventory=inventory,
             timings=timings,
             t_run=t_run,
+            history=history or HistoryOptions(),
         )
 
 
@@ -431,11 +467,13 @@ def _audit_phases(
     inventory: Any,
     timings: dict[str, float],
     t_run: float,
+    history: HistoryOptions,
 ) -> AuditRun:
     """The phases after collection: rules, re-verification, write."""
     from pyspark.sql import functions as F
 
     from ledgerlens.audit import gates, order_findings, run_audit
+    from ledgerlens.audit.disk import write_disk_usage
     from ledgerlens.audit.findings import summary_of, summary_rows
     from ledgerlens.audit.materialize import release
     from ledgerlens.audit.run import inventory_facts
@@ -498,8 +536,12 @@ def _audit_phases(
     phase[0] = "write"
     t3 = time.monotonic()
     bar.begin("write", label="findings.parquet")
+    sources = stores.describe()
+    lookup = previous_run(od, history, {"system": "pulsar", "cluster_name": cluster, "sources": sources})
+    comparison = Comparison(lookup.previous, audit.as_of_ms)
     findings_path = out / "findings.parquet"
-    written = write_findings(final, findings_path)
+    written = write_findings(final, findings_path, comparison=comparison)
+    write_resolved(out, comparison)
     # what was written, as written (redacted); the driver's few rows straight from memory
     final_written = (
         spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
@@ -515,7 +557,7 @@ def _audit_phases(
         "as_of_ms": audit.as_of_ms,
         "auditor": _auditor(),
         **summary_of(rows),
-        "sources": stores.describe(),
+        "sources": sources,
         "undecidable": {k: facts.counts[k] for k in UNDECIDABLE if facts.counts[k]},
         "deleted_tenants": sorted(audit.deleted_tenants),
         "foreign_by_tenant": foreign_by_tenant(rows),
@@ -534,15 +576,30 @@ def _audit_phases(
         "reverified": len(candidates),
         "dropped_on_reverify": dict(sorted(verdicts.dropped.items())),
         "timings": {k: round(v, 3) for k, v in timings.items()},
+        **comparison.summary(),
+        "previous_note": lookup.note,
     }
     if context is not None:
         summary["context"] = context
     if suspicion is not None:
         summary["suspected_wrong_root"] = suspicion
+    # where the bookies' disk goes: BookKeeper bytes by state, one Spark job (audit/disk.py)
+    t_disk = time.monotonic()
+    summary["disk_usage"] = write_disk_usage(tables, final_written, out / "disk_usage.parquet")
+    summary["timings"]["disk_usage"] = round(time.monotonic() - t_disk, 3)
     summary = redact_obj(summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    record(out, summary, comparison, history.keep)
     bar.end(f"{summary['total_findings']:,} findings")
     return AuditRun(out, findings_path, summary, dict(inventory.tables))
+
+
+def previous_run(od: OutputDir, history: HistoryOptions, current: dict[str, Any]) -> Lookup:
+    """The run to compare with (``audit.history.discover``) for a run publishing through ``od``;
+    one warning line on stderr when one was found but cannot be compared."""
+    lookup = discover(published_dir(od.out), history, redact_obj(current))
+    warn(lookup)
+    return lookup
 
 
 def _missing_share(reverified: list[dict[str, Any]], tables: dict[str, DataFrame]) -> tuple[int, int]:

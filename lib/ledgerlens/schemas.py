@@ -412,6 +412,31 @@ FINDING_KEYS: tuple[str, ...] = (
     "object_key",
 )
 
+# What makes two runs' findings the same finding (``ledgerlens.audit.history``): the keys without
+# ``severity``, so a finding whose severity changed between runs is still the one seen before.
+FINDING_IDENTITY: tuple[str, ...] = tuple(k for k in FINDING_KEYS if k != "severity")
+
+# The published ``findings.parquet``: the rules' columns plus what the run compared with the
+# previous run (``ledgerlens.audit.history``).
+FINDINGS_PUBLISHED = T.StructType(
+    [
+        *FINDINGS.fields,
+        T.StructField("first_seen", _L, True),  # epoch ms: as_of_ms of the first run that reported it
+        T.StructField("new", _B, True),  # the previous run did not report it (no previous run: all)
+    ]
+)
+
+# One finding as kept in ``history/`` (the last runs of an output directory).
+FINDINGS_HISTORY = _schema(
+    *((name, FINDINGS[name].dataType) for name in FINDING_IDENTITY),
+    ("severity", _S),
+    ("bytes", _L),
+    ("first_seen", _L),
+)
+
+# ``resolved.parquet``: the previous run's findings this run no longer reports.
+RESOLVED = T.StructType([*FINDINGS_HISTORY.fields, T.StructField("last_seen", _L, True)])
+
 SEVERITIES = ("critical", "warning", "info")
 ACTIONS = ("delete_ledger", "delete_object", "load_topic", "investigate", "none")
 

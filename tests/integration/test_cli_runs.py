@@ -161,7 +161,9 @@ def _race(planted: tuple[GroundTruth, list[str]], out: Path, jitter: float) -> N
         assert _rows(out / "inventory" / table) == truth.counts[table], table
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
         "findings.parquet",
+        "history",  # the runs' slim findings, one entry per run (audit/history.py)
         "inventory",
+        "resolved.parquet",
         "summary.json",
     ]
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == [".ledgerlens-manifest.json"]
@@ -222,6 +224,94 @@ def test_interrupted_report_ends_in_one_line_and_leaves_nothing(planted, tmp_pat
     time.sleep(3)
     assert _group_alive(proc.pid) == [] and not [k for k in kernels if _alive(k)]
     assert not out.exists() or [p.name for p in out.iterdir()] == []  # nothing published, no staging
+
+
+def _progress_lines(argv: list[str], interval: float) -> tuple[int, list[tuple[float, str]], str]:
+    """Run ``ledgerlens ARGV`` with progress on (stderr a pipe, as under cron); its exit status, its
+    stderr lines with when each arrived (seconds after the start; first: the start, epoch seconds),
+    and its stdout."""
+    import threading
+
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, LEDGERLENS_PROGRESS_INTERVAL=str(interval))
+    wall0, t0 = time.time(), time.monotonic()
+    proc = subprocess.Popen(
+        [LEDGERLENS, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    stdout: list[str] = []
+    reader = threading.Thread(target=lambda: stdout.append(proc.stdout.read()))  # type: ignore[union-attr]
+    reader.start()
+    lines = [(wall0, "")]
+    for line in proc.stderr:
+        lines.append((time.monotonic() - t0, line.rstrip("\n")))
+    code = proc.wait(timeout=900)
+    reader.join()
+    return code, lines, stdout[0]
+
+
+def _clock_s(line: str) -> float:
+    """``[ 45%   12 s] ...`` -> 12.0; ``[ 45% 2 min 05 s] ...`` -> 125.0."""
+    import re
+
+    m = re.match(r"\[\s*\d+%\s+(?:(\d+) min )?([\d.]+) s\]", line)
+    assert m, line
+    return 60 * int(m.group(1) or 0) + float(m.group(2))
+
+
+def _assert_progress(lines: list[tuple[float, str]], command: str, interval: float) -> None:
+    """From the first seconds to the end: what is being waited for, on the command's clock, and never a
+    silence much longer than the interval."""
+    from datetime import UTC, datetime
+
+    wall0 = lines.pop(0)[0]
+    said = [line for _, line in lines]
+    # the first line within seconds of the start (more on a machine busier than its cores), and
+    # before Spark is up, the slowest start-up step
+    slow = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    assert lines[0][0] < 10 * slow, (slow, lines[:3])
+    assert not any("] Spark started in " in line for _, line in lines[:2])
+    assert said[0].startswith(f"ledgerlens {command}: started "), said[:3]
+    started = datetime.strptime(said[0].split("started ")[1], "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=UTC)
+    assert abs(started.timestamp() - wall0) < 2  # in UTC, to the second
+    assert any("starting Spark (local[2])" in line for line in said), said
+    progress = [(t, line) for t, line in lines[1:] if line.startswith("[")]
+    for t, line in progress:  # the clock shown is the wall time since the command started
+        assert abs(_clock_s(line) - t) < 3, (t, line)
+    beats = [line for line in said if line.endswith(" so far")]
+    assert beats, said  # long waits and phases keep saying they are still running
+    times = [t for t, _ in progress]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert max(gaps) < 2 * interval + 5, list(zip(gaps, said[2:], strict=False))
+
+
+def test_progress_speaks_from_the_first_seconds_and_keeps_ticking(planted, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``audit`` off a terminal (cron, a log file): a line within seconds of the start, one when
+    Spark starts, a heartbeat during long waits and phases, the command's wall clock throughout."""
+    _truth, args = planted
+    argv = [a for a in args if a != "--no-progress"]
+    code, lines, stdout = _progress_lines(["audit", *argv, "--out", str(tmp_path / "out")], interval=2)
+    assert code == 0, lines
+    said = [line for _, line in lines]
+    _assert_progress(lines, "audit", 2)
+    assert any("] audit rules, " in line for line in said) and any("write done in" in line for line in said)
+    assert stdout.splitlines()[-1].startswith("ledgerlens: ")  # the summary line stays last on stdout
+
+
+@pytest.mark.slow
+def test_report_relays_the_runbook_kernels_progress_on_the_commands_clock(planted, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``report``: the kernel's lines (its Spark start, the phases) reach stderr as they come, on the
+    command's clock, and the command says what runs while the kernel is silent."""
+    _truth, args = planted
+    argv = [a for a in args if a != "--no-progress"]
+    code, lines, _stdout = _progress_lines(["report", *argv, "--out", str(tmp_path / "rep")], interval=2)
+    assert code == 0, lines
+    said = [line for _, line in lines]
+    _assert_progress(lines, "report", 2)
+    kernel_spark = next(i for i, line in enumerate(said) if line.endswith("] starting Spark (local[2])"))
+    runbook = next(
+        i for i, line in enumerate(said) if line.endswith("] running the runbook in a Jupyter kernel")
+    )
+    assert runbook < kernel_spark < next(i for i, line in enumerate(said) if "collect done in" in line)
 
 
 def test_interrupted_lab_ends_in_one_line_and_leaves_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 import offload_writer as w
 from ledgerlens import schemas
 from ledgerlens.audit import run_audit
-from ledgerlens.audit.offload_checks import offload_contexts, offload_object_rules
 from ledgerlens.audit.ownership import owned_tenants
+from ledgerlens.audit.rules.offload_objects import offload_contexts, offload_object_rules
 from ledgerlens.config import AuditConfig
 from ledgerlens.formats.offload import ledger_object_keys, streaming_object_keys
 from ledgerlens.offload.verify import VerifyStats, verify_objects

@@ -559,6 +559,7 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
     from pyspark.sql import functions as F
 
     from ledgerlens.audit import id_filter, rules
+    from ledgerlens.audit.rules import planner
 
     rows = {k: list(v) for k, v in main_rows.items()}
     rows["ml_ledgers"] += ledgers("m/ns/persistent/nullid", {"ledger_id": None}, {"ledger_id": 9001})
@@ -583,10 +584,10 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
 
     monkeypatch.setattr(rules.ManagedLedgerReferences, "of", spied)
     monkeypatch.setattr(rules.ManagedLedgerReferences, "also_read_rows", spied_also)
-    monkeypatch.setattr(rules, "TWO_PHASE_BYTES", math.inf)  # small, whatever Catalyst estimates
+    monkeypatch.setattr(planner, "TWO_PHASE_BYTES", math.inf)  # small, whatever Catalyst estimates
     small = audit(spark, rows, offload_bucket="tier")
     assert restricted == [False] and picked == [False]
-    monkeypatch.setattr(rules, "TWO_PHASE_BYTES", 0)  # as large as a 10M-ledger inventory
+    monkeypatch.setattr(planner, "TWO_PHASE_BYTES", 0)  # as large as a 10M-ledger inventory
     decided: list[bool] = []  # per two-phase audit: decided by slot masks (dense ids), or by a join?
     dense = rules.dense_ids
 
@@ -597,17 +598,17 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
         decided.append(dense(bk_ledgers, id_range))
         return decided[-1]
 
-    monkeypatch.setattr(rules, "dense_ids", spied_dense)
-    monkeypatch.setattr(rules, "DENSE_IDS", 0)  # no range of ids is dense: decided by a narrow join
+    monkeypatch.setattr(planner, "dense_ids", spied_dense)
+    monkeypatch.setattr(planner, "DENSE_IDS", 0)  # no range of ids is dense: decided by a narrow join
     by_join = audit(spark, rows, offload_bucket="tier")
-    monkeypatch.setattr(rules, "DENSE_IDS", math.inf)  # every range of ids is dense: by slot masks
+    monkeypatch.setattr(planner, "DENSE_IDS", math.inf)  # every range of ids is dense: by slot masks
     by_masks = audit(spark, rows, offload_bucket="tier")
     monkeypatch.setattr(id_filter, "MASK_SLOTS", 0)  # chosen ids wider than any bitmap: a semi-join
     by_wide_masks = audit(spark, rows, offload_bucket="tier")
     assert decided == [False, True, True]
     # decided on narrow columns, then joined whole for the chosen ids
     assert restricted == [False, True, True, True] and picked == [False, True, True, True]
-    monkeypatch.setattr(rules, "CANDIDATES_BROADCAST_ROWS", -1)  # too many chosen: one whole join
+    monkeypatch.setattr(planner, "CANDIDATES_BROADCAST_ROWS", -1)  # too many chosen: one whole join
     one_join = audit(spark, rows, offload_bucket="tier")
     assert restricted == [False, True, True, True, False]
     assert by_join == by_masks == by_wide_masks == one_join == small
@@ -619,7 +620,7 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
 
 
 def test_slot_masks_select_the_ledger_ids_the_join_selects(spark: Any) -> None:
-    """``rules._selected_slots`` (one aggregation by slot of 64 ids, no join) selects exactly the ids
+    """``rules.selected_slots`` (one aggregation by slot of 64 ids, no join) selects exactly the ids
     that the narrow join of the two-phase audit selects, over random rows of both sides: null,
     negative and extreme ids, slot edges, ids on one side, on both, twice, and every condition."""
     import random
@@ -672,10 +673,10 @@ def test_slot_masks_select_the_ledger_ids_the_join_selects(spark: Any) -> None:
         return sorted({r["c_id"] for r in df.collect()})
 
     for offload in (False, True):
-        joined = rules.join_bookkeeper(bk_df, refs).filter(rules._selected(CFG, offload=offload))
-        expected = ids(rules._id_keys(joined))
+        joined = rules.join_bookkeeper(bk_df, refs).filter(rules.selected(CFG, offload=offload))
+        expected = ids(rules.id_keys(joined))
         assert len(expected) > 50 and id_filter.NULL_ID in expected
-        slots = rules._selected_slots(bk_df, refs, CFG, offload=offload).toArrow()
+        slots = rules.selected_slots(bk_df, refs, CFG, offload=offload).toArrow()
         assert sorted(set(id_filter.ids_of(slots).tolist())) == expected
 
 

@@ -17,6 +17,7 @@ import pytest
 from ledgerlens import schemas
 from ledgerlens.audit import rules
 from ledgerlens.audit.materialize import Intermediates
+from ledgerlens.audit.rules import retention
 from ledgerlens.config import AuditConfig
 from ledgerlens.spark import sized_for
 
@@ -150,7 +151,7 @@ def test_walk_of_only_the_trimmable_first_steps_is_the_whole_walk(
     spark: Any, monkeypatch: pytest.MonkeyPatch, kept: bool, rows: int, broadcast: bool
 ) -> None:
     if not broadcast:
-        monkeypatch.setattr(rules, "WALK_BROADCAST_ROWS", 0)
+        monkeypatch.setattr(retention, "WALK_BROADCAST_ROWS", 0)
     ledgers, cursors, policies = _inventory(seed=186)
     expected = _walk(ledgers, cursors, policies)
     overdue = sum(v is not None for v in expected.values())

@@ -154,7 +154,7 @@ def test_audit_builds_configs(
     assert s3 == S3Source(bucket="offload", endpoint_url="http://127.0.0.1:5000")
     assert audit.min_orphan_age_s == 2 * 86400
     assert audit.as_of_ms == 1767225600000
-    assert out == tmp_path and progress is False
+    assert out == tmp_path and not progress.enabled  # --no-progress: a display that says nothing
     assert fake.masters == ["local[2]"] and fake.spark.stopped
     assert fake.znodes == [1234]  # what the preflight saw chooses the JVM's compilers
     printed = capsys.readouterr().out
@@ -176,7 +176,7 @@ def test_audit_defaults(fake: types.SimpleNamespace, tmp_path: Path) -> None:
     assert cli.main(["audit", "--zookeeper", "127.0.0.1:2181", "--out", str(tmp_path)]) == 0
     ((_spark, zk, s3, audit, _out, progress),) = fake.pipeline.calls
     assert zk.ledgers_root == "/ledgers" and s3 is None
-    assert audit.min_orphan_age_s == 24 * 3600 and progress is True
+    assert audit.min_orphan_age_s == 24 * 3600 and progress.enabled
     assert fake.masters == ["local[*]"]
 
 
@@ -221,8 +221,9 @@ def test_ledgerlens_error_is_one_line_exit_2(
 ) -> None:
     fake.pipeline.error = SourceError("zookeeper 127.0.0.1:1", "connection refused")
     assert cli.main(["audit", "--zookeeper", "127.0.0.1:1", "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert err.strip() == "ledgerlens audit: error: zookeeper 127.0.0.1:1: connection refused"
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == "ledgerlens audit: error: zookeeper 127.0.0.1:1: connection refused"
+    assert all(line.startswith(("[", "ledgerlens audit: started ")) for line in err[:-1])  # progress
     assert fake.spark.stopped
 
 

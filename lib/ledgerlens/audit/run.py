@@ -14,7 +14,6 @@ from ledgerlens.audit.facts import Facts, collect_facts
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
 from ledgerlens.audit.frames import Look, union_all
 from ledgerlens.audit.materialize import Intermediates, materialized
-from ledgerlens.audit.offload_checks import offload_contexts_of, offload_object_rules
 from ledgerlens.audit.ownership import tenant_looks
 from ledgerlens.audit.references import (
     BUCKET_OWNERS,
@@ -24,6 +23,7 @@ from ledgerlens.audit.references import (
     schema_references,
     with_bucket_owners,
 )
+from ledgerlens.audit.rules.offload_objects import offload_contexts_of, offload_object_rules
 from ledgerlens.config import AuditConfig
 from ledgerlens.spark import adapts
 

@@ -1,8 +1,9 @@
 """The Kafka tiered-storage audit end to end: collect, audit, re-verify, write the results.
 
 ``ledgerlens kafka-audit`` and ``notebooks/kafka_remote_segments.ipynb`` call :func:`run`; both
-write ``findings.parquet`` (the columns of ``schemas.FINDINGS``) and ``summary.json`` under the
-output directory, like the Pulsar audit.
+write ``findings.parquet`` (the columns of ``schemas.FINDINGS_PUBLISHED``: ``first_seen`` and
+``new`` against the previous run), ``resolved.parquet``, ``summary.json`` and a ``history/`` entry
+under the output directory, like the Pulsar audit (``ledgerlens.audit.history``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledgerlens import schemas
+from ledgerlens.audit.history import (
+    HISTORY_DIR,
+    Comparison,
+    HistoryOptions,
+    discover,
+    prune,
+    record,
+    warn,
+    write_resolved,
+)
 from ledgerlens.kafka.audit import KafkaAuditConfig
 from ledgerlens.pipeline import AuditRun, write_findings
 from ledgerlens.redact import redact_obj
@@ -34,8 +45,13 @@ def run(
     store: RemoteStore | None,
     dump: str | None = None,
     progress: bool = True,
+    history: HistoryOptions | None = None,
 ) -> AuditRun:
-    """Collect, audit, re-verify and write ``findings.parquet`` and ``summary.json`` under ``out_dir``."""
+    """Collect, audit, re-verify and write ``findings.parquet`` and ``summary.json`` under ``out_dir``.
+
+    ``history``: where the previous run is (default: the one in ``out_dir``, else its newest
+    ``history/`` entry) and how many runs ``out_dir/history`` keeps (default 14).
+    """
     from dataclasses import replace
 
     from pyspark.sql import functions as F
@@ -75,8 +91,14 @@ def run(
     timings["reverify"] = time.monotonic() - t2
 
     t3 = time.monotonic()
+    history = history or HistoryOptions()
+    store_name = redact_obj(store.name) if store is not None else None
+    lookup = discover(out, history, {"system": "kafka", "store": store_name})
+    warn(lookup)
+    comparison = Comparison(lookup.previous, cfg.as_of_ms)
     findings_path = out / "findings.parquet"
-    write_findings(final, findings_path)
+    write_findings(final, findings_path, comparison=comparison)
+    write_resolved(out, comparison)
     written = spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
     timings["write"] = time.monotonic() - t3
     findings.unpersist()
@@ -91,7 +113,11 @@ def run(
         "reverified": len(candidates),
         "dropped_on_reverify": dict(sorted(verdicts.dropped.items())),
         "timings": {k: round(v, 3) for k, v in timings.items()},
+        **comparison.summary(),
+        "previous_note": lookup.note,
     }
     summary = redact_obj(summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    record(out, summary, comparison, history.keep)
+    prune(out / HISTORY_DIR, history.keep)
     return AuditRun(out, findings_path, summary, dict(inventory.tables))

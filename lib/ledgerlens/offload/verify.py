@@ -8,7 +8,7 @@ of the data object instead and checks each block header and every entry id and l
 
 The checks here need only the objects themselves (``problems`` of each OFFLOAD_SEGMENTS row, one
 :class:`Problem` per failed check); the checks against the managed ledger's metadata are the
-audit's (``ledgerlens.audit.offload_checks``). Check names are part of the findings' evidence:
+audit's (``ledgerlens.audit.rules.offload_objects``). Check names are part of the findings' evidence:
 
 ========================= ===============================================================
 ``user_metadata``         the format version is present and readable (``"1"``)

@@ -1,6 +1,7 @@
 """An audit's results as Prometheus metrics, for node_exporter's textfile collector.
 
-``write_textfile(path, summary, cluster=...)`` writes findings and bytes by kind and severity, rows
+``write_textfile(path, summary, cluster=...)`` writes findings and bytes by kind and severity, the
+findings new and resolved since the previous run by severity, rows
 scanned per table, the duration, the as-of time and the last success time in the Prometheus text
 exposition format, atomically (a temporary file renamed over ``path``, so the collector never reads
 half a file). ``write_failure(path, cluster=...)`` records a failed run and keeps the previous last
@@ -52,6 +53,34 @@ def previous_success(path: str | Path, cluster: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
+def _changes(lines: list[str], summary: Mapping[str, Any], c: Mapping[str, str]) -> None:
+    """New and resolved findings since the previous run, per severity (0 included), when the
+    summary compared with one (``ledgerlens.audit.history``; with no previous run every finding is new)."""
+    for key, name, help_text in (
+        ("new_by_severity", "new_findings", "Findings of the last audit the previous run did not report."),
+        ("resolved_by_severity", "resolved_findings", "Findings of the previous run no longer reported."),
+    ):
+        if key not in summary:
+            continue
+        counts = summary.get(key) or {}
+        _metric(lines, f"{PREFIX}_{name}", "gauge", help_text)
+        for s in SEVERITY_ORDER:
+            lines.append(f"{PREFIX}_{name}{_labels(**c, severity=s)} {int(counts.get(s, 0) or 0)}")
+
+
+def _disk_usage(lines: list[str], summary: Mapping[str, Any], c: Mapping[str, str]) -> None:
+    """``ledgerlens_bookkeeper_bytes{cluster,state}``: BookKeeper bytes by state (``audit.disk``),
+    every state of the summary's ``disk_usage`` (they add up to the inventory's total)."""
+    usage = summary.get("disk_usage")
+    if not isinstance(usage, Mapping):
+        return
+    name = "ledgerlens_bookkeeper_bytes"
+    copies = "times its write quorum" if usage.get("replicated") else "one copy"
+    _metric(lines, name, "gauge", f"BookKeeper ledger bytes ({copies}) by state at the last audit.")
+    for state, size in (usage.get("by_state") or {}).items():
+        lines.append(f"{name}{_labels(**c, state=state)} {int(size or 0)}")
+
+
 def render(
     summary: Mapping[str, Any] | None,
     *,
@@ -91,6 +120,8 @@ def render(
         sev = summary.get("counts_by_severity") or {}
         for s in SEVERITY_ORDER:
             lines.append(f"{PREFIX}_findings_by_severity{_labels(**c, severity=s)} {int(sev.get(s, 0) or 0)}")
+        _changes(lines, summary, c)
+        _disk_usage(lines, summary, c)
         counts = summary.get("inventory_counts") or {}
         _metric(lines, f"{PREFIX}_scanned_rows", "gauge", "Inventory rows the last audit scanned, per table.")
         for table in sorted(k for k in counts if "." not in k):

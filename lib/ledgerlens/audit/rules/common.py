@@ -1,0 +1,33 @@
+"""What the rule modules share: units and small column predicates."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+MB = 1024 * 1024
+ML_COMPONENT = "managed-ledger"
+KNOWN_COMPONENTS = ("managed-ledger", "schema", "compacted-ledger", "delayed-index-bucket")
+
+
+def false_if_null(c: Column) -> Column:
+    return F.coalesce(c, F.lit(False))
+
+
+def offload_complete() -> Column:
+    """``offload_complete``; where a source could not see it (null while an offload uuid is known:
+    the admin API), inferred from BookKeeper: the broker deletes a ledger's BookKeeper copy only
+    after its offload completed, so an absent copy means complete, a present one not."""
+    return F.coalesce(
+        F.col("offload_complete"), F.col("offload_uuid").isNotNull() & F.col("bk_present").isNull()
+    )
+
+
+OFFLOAD_COLUMNS = (  # of an ml_ledgers row, carried into its reference as they are
+    "offload_uuid",
+    "offload_complete",
+    "offload_bookkeeper_deleted",
+    "offload_timestamp_ms",
+    "offload_bucket",
+    "offload_segments",
+)
