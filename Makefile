@@ -76,6 +76,8 @@ lab: setup
 lint: setup
 	$(VENV)/bin/ruff check lib widgets tests bench proto
 	$(VENV)/bin/ruff format --check lib widgets tests bench proto
+	@# the layers of the data flow and pure decoders (pyproject.toml, [tool.importlinter])
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: setup
 	$(VENV)/bin/mypy

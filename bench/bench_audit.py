@@ -49,10 +49,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ledgerlens import schemas
 from ledgerlens.audit import run_audit, summarize
-from ledgerlens.config import AuditConfig
-from ledgerlens.spark import QUICK_COMPILE, configure, quick_compile_for, settings_for_rows
+from ledgerlens.inventory import schemas
+from ledgerlens.runtime.spark import QUICK_COMPILE, configure, quick_compile_for, settings_for_rows
+from ledgerlens.settings.config import AuditConfig
 
 NOW = 1_800_000_000_000
 H = 3_600_000

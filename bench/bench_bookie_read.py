@@ -76,8 +76,8 @@ def closed_ledgers(zk: Any) -> list[Any]:
 
 
 def read_all(zk: Any, ledgers: list[Any], in_flight: int) -> tuple[float, int, int]:
-    from ledgerlens.config import BookieSource
     from ledgerlens.errors import EntryReadError
+    from ledgerlens.settings.config import BookieSource
     from ledgerlens.sources.bookie import BookieClient
 
     with BookieClient(BookieSource(max_in_flight=in_flight), zk=zk) as client:

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledgerlens.config import S3Source
 from ledgerlens.deletion.approval import approve
 from ledgerlens.deletion.deleter import Deleter, DeleterConfig
 from ledgerlens.deletion.journal import Journal
@@ -56,6 +55,7 @@ from ledgerlens.deletion.publish import publish, pulsar_client
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.sandbox.orphans import audit_output, fabricate
 from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox
+from ledgerlens.settings.config import S3Source
 
 TENANT_NS = "ll-bench/ns"
 ML = "ll-bench/ns/persistent/bench"

@@ -28,7 +28,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ledgerlens import schemas
 from ledgerlens.formats.kafka_remote_log import (
     SegmentRecord,
     SegmentUpdateRecord,
@@ -37,9 +36,10 @@ from ledgerlens.formats.kafka_remote_log import (
     encode_record,
     uuid_from_bytes,
 )
+from ledgerlens.inventory import schemas
 from ledgerlens.kafka.audit import KafkaAuditConfig, run_kafka_audit
 from ledgerlens.kafka.replay import MetadataRecord, replay
-from ledgerlens.spark import configure
+from ledgerlens.runtime.spark import configure
 
 NOW = 1_800_000_000_000
 H = 3_600_000

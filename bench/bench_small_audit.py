@@ -33,10 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ledgerlens.class_archive import DISABLE_ENV, archive
+from ledgerlens.runtime.class_archive import DISABLE_ENV, archive
 
 TRIVIAL = (
-    "from ledgerlens.spark import get_session\n"
+    "from ledgerlens.runtime.spark import get_session\n"
     "s = get_session(app_name='bench-trivial')\n"
     "s.range(1).count()\n"
     "s.stop()\n"

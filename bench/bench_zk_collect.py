@@ -198,9 +198,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    from ledgerlens.collect import collect_inventory
-    from ledgerlens.config import ZooKeeperSource
-    from ledgerlens.spark import configure
+    from ledgerlens.inventory.collect import collect_inventory
+    from ledgerlens.runtime.spark import configure
+    from ledgerlens.settings.config import ZooKeeperSource
 
     spark = configure(SparkSession.builder, master=args.master, app_name="bench-zk-collect").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledgerlens.class_archive import DISABLE_ENV
+from ledgerlens.runtime.class_archive import DISABLE_ENV
 
 HERE = Path(__file__).resolve().parent
 FLOOR_SCALE = 64  # the audit's fixed cost: the same layout this many times smaller

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ledgerlens.class_archive import DISABLE_ENV
 from ledgerlens.errors import SandboxError
+from ledgerlens.runtime.class_archive import DISABLE_ENV
 from ledgerlens.sandbox.servers import S3Server, ZooKeeperServer
 
 # the suite starts its JVMs the same way whatever the machine's cache holds (``ledgerlens warm-up``'s
@@ -63,7 +63,7 @@ def spark() -> Iterator[object]:
     """A ``local[2]`` SparkSession with ledgerlens' settings, stopped at session end."""
     from pyspark.sql import SparkSession
 
-    from ledgerlens.spark import configure
+    from ledgerlens.runtime.spark import configure
 
     # Python workers must import ledgerlens: run them with this interpreter (the venv), not PATH's python3.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -255,7 +255,7 @@ class FindingsExplorer:
     Parameters
     ----------
     findings
-        Findings (columns of ``ledgerlens.schemas.FINDINGS``; ``first_seen`` and ``new`` when the
+        Findings (columns of ``ledgerlens.inventory.schemas.FINDINGS``; ``first_seen`` and ``new`` when the
         audit compared with a previous one).
     kinds, severities, components, namespaces
         Initial selections; ``None`` or empty selects everything. A comma-separated string is
@@ -495,7 +495,7 @@ class FindingsExplorer:
         return d
 
     def _public(self, df: pd.DataFrame) -> pd.DataFrame:
-        from ledgerlens.schemas import FINDINGS, columns
+        from ledgerlens.inventory.schemas import FINDINGS, columns
 
         names = columns(FINDINGS)
         extra = [c for c in df.columns if c not in names and c not in _DERIVED]

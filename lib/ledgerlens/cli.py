@@ -12,7 +12,7 @@
 ``ledgerlens contexts``       named cluster contexts: list, show NAME, check NAME
 ``ledgerlens kafka-audit``    audit Kafka tiered storage (KIP-405): __remote_log_metadata vs. the bucket
 
-Inputs resolve through ``ledgerlens.contexts``: built-in default < context (``--context NAME``,
+Inputs resolve through ``ledgerlens.settings.contexts``: built-in default < context (``--context NAME``,
 ``$LEDGERLENS_CONTEXT`` or the file's ``current``) < environment (``LEDGERLENS_*``) < flags.
 
 Exit codes: 0 ran; 1 ``contexts check`` found a store that does not answer, or an internal error (one
@@ -34,9 +34,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ledgerlens import inputs
 from ledgerlens.errors import ConfigError, LedgerLensError
-from ledgerlens.redact import redact, redact_exception
+from ledgerlens.settings import inputs
+from ledgerlens.settings.redact import redact, redact_exception
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
@@ -454,7 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> Any:
     """Every setting resolved from the context, the environment and these flags."""
-    from ledgerlens import contexts
+    from ledgerlens.settings import contexts
 
     return contexts.resolve(getattr(args, "context", None), flags=vars(args))
 
@@ -481,7 +481,7 @@ def _spark_session(
     """
     from pyspark.sql import SparkSession
 
-    from ledgerlens.spark import get_session, quick_compile_for
+    from ledgerlens.runtime.spark import get_session, quick_compile_for
 
     _local_python(master)
     active = SparkSession.getActiveSession()
@@ -512,8 +512,8 @@ def _stop_spark(spark: Any, *, hard: bool) -> None:
 def _preflight(
     zk: Any, s3: Any, *, out: Path | None, master: str, allow_empty_metadata: bool, stores: Any = None
 ) -> dict[str, Any]:
-    """Everything checkable before Spark starts (``ledgerlens.preflight``); what it saw."""
-    from ledgerlens.preflight import preflight
+    """Everything checkable before Spark starts (``ledgerlens.runtime.preflight``); what it saw."""
+    from ledgerlens.runtime.preflight import preflight
 
     return preflight(
         zk, s3, out=out, spark_master=master, allow_empty_metadata=allow_empty_metadata, stores=stores
@@ -521,9 +521,9 @@ def _preflight(
 
 
 def _progress(args: argparse.Namespace, *, bar: bool | None = None) -> Any:
-    """The command's progress display (``ledgerlens.console.Progress``) on its own clock, from the
+    """The command's progress display (``ledgerlens.runtime.console.Progress``) on its own clock, from the
     process's start: nothing with ``--no-progress``."""
-    from ledgerlens.console import Progress, process_started
+    from ledgerlens.runtime.console import Progress, process_started
 
     # the command's process (the console script, python -m ledgerlens.cli), else this call (in-process)
     own = Path(sys.argv[0]).name in ("ledgerlens", "cli.py")
@@ -584,7 +584,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         settings = _settings(args)
         zk, s3, audit = settings.audit_inputs(args.as_of)
         stores = settings.stores()
-    from ledgerlens.console import disk_line, summary_line
+    from ledgerlens.runtime.console import disk_line, summary_line
 
     master, conf = settings["spark.master"], settings["spark.conf"]
     allow = bool(getattr(args, "allow_empty_metadata", False))
@@ -593,15 +593,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
             zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores
         )
     history = _history(settings)
-    from ledgerlens import pipeline
-    from ledgerlens.outdir import OutputDir
+    from ledgerlens.audit import pipeline
+    from ledgerlens.runtime.outdir import OutputDir
 
     with OutputDir(args.out) as od:
         with bar.waiting(f"starting Spark ({redact(master)})", done="Spark started"):
             spark, owned = _spark_session(master, conf, znodes=seen.get("znodes"))
         hard = True
         try:
-            from ledgerlens.config import BookieSource
+            from ledgerlens.settings.config import BookieSource
 
             reads: dict[str, Any] = {"bookie": BookieSource()} if getattr(args, "read_bookies", False) else {}
             run = pipeline.run(
@@ -676,7 +676,7 @@ def _worst(summary: dict[str, Any], findings: Path) -> str:
         return ""
     import pandas as pd
 
-    from ledgerlens.console import worst_finding
+    from ledgerlens.report.html import worst_finding
 
     return worst_finding(pd.read_parquet(findings))
 
@@ -697,7 +697,7 @@ def _cluster_label(
     """The metrics' ``cluster`` label: the audited Pulsar cluster's name (the run's summary, the
     settings, else, for a failed run, the run last published in ``--out``); the ZooKeeper address
     only while no name is known."""
-    from ledgerlens.redact import redact
+    from ledgerlens.settings.redact import redact
 
     name = (
         (summary or {}).get("cluster_name")
@@ -764,7 +764,7 @@ def notebook_parameters(args: argparse.Namespace, out_dir: Path | None = None) -
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ledgerlens import report
-    from ledgerlens.outdir import OutputDir
+    from ledgerlens.runtime.outdir import OutputDir
 
     bar = _progress(args, bar=False)  # lines: the runbook kernel's are relayed between them
     with bar.waiting("reading the settings", say_after=2.0):  # said on a slow machine only
@@ -781,8 +781,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     _local_python(master)  # inherited by the notebook's kernel
     history = _history(settings)
     from ledgerlens.audit.history import HISTORY_DIR, prune
-    from ledgerlens.console import disk_line, summary_line
-    from ledgerlens.console import started_env as console_started
+    from ledgerlens.runtime.console import disk_line, summary_line
+    from ledgerlens.runtime.console import started_env as console_started
 
     html_target = Path(args.html).resolve() if args.html else None
     # the runbook's pipeline finds the previous run beside its staging directory (in --out)
@@ -835,7 +835,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     """Prepare the scratch copies and replace this process with JupyterLab."""
     import subprocess
 
-    from ledgerlens import lab
+    from ledgerlens.runtime import lab
 
     work = lab.prepare(args.workdir, sandbox=args.sandbox or "", fresh=args.fresh)
     argv = lab.command(work, port=args.port, token=args.token, open_browser=not args.no_browser)
@@ -865,8 +865,8 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
 
 
 def cmd_warm_up(args: argparse.Namespace) -> int:
-    """``warm-up``: write the class archive (``ledgerlens.warm_up``)."""
-    from ledgerlens.warm_up import warm_up
+    """``warm-up``: write the class archive (``ledgerlens.runtime.warm_up``)."""
+    from ledgerlens.runtime.warm_up import warm_up
 
     print("ledgerlens warm-up: recording the classes Spark loads (about a minute)", flush=True)
     try:
@@ -880,7 +880,7 @@ def cmd_warm_up(args: argparse.Namespace) -> int:
 
 def cmd_contexts(args: argparse.Namespace) -> int:
     """``contexts list|show NAME|check NAME``."""
-    from ledgerlens import contexts
+    from ledgerlens.settings import contexts
 
     if args.action == "list":
         print(contexts.format_list(contexts.load()))
@@ -891,7 +891,7 @@ def cmd_contexts(args: argparse.Namespace) -> int:
     if args.action == "show":
         print(contexts.format_show(settings))
         return EXIT_OK
-    from ledgerlens.probe import check_context
+    from ledgerlens.runtime.probe import check_context
 
     results = check_context(settings, timeout_s=args.timeout)
     print(f"context {settings.context}:")
@@ -912,8 +912,8 @@ def cmd_pulsar_sandbox(args: argparse.Namespace) -> int:
 
 def kafka_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, str | None]:
     """KafkaSource | None, RemoteStore | None, KafkaAuditConfig and the dump path from arguments."""
-    from ledgerlens.config import parse_duration, parse_time_ms
     from ledgerlens.kafka.audit import KafkaAuditConfig
+    from ledgerlens.settings.config import parse_duration, parse_time_ms
     from ledgerlens.sources.kafka_metadata import KafkaSource
     from ledgerlens.sources.remote_storage import RemoteStore
 
@@ -954,7 +954,7 @@ def kafka_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, str | None]:
 def cmd_kafka_audit(args: argparse.Namespace) -> int:
     source, store, cfg, dump = kafka_inputs(args)
     from ledgerlens.audit.history import HistoryOptions
-    from ledgerlens.kafka import pipeline as kafka_pipeline
+    from ledgerlens.kafka import remote_pipeline as kafka_pipeline
 
     history = HistoryOptions.of(args.previous, args.history_keep)
     spark, owned = _spark_session(args.spark_master)
@@ -980,7 +980,7 @@ SANDBOX_AWS_DUMMY = inputs.SANDBOX_AWS_DUMMY
 
 
 def apply_sandbox(args: argparse.Namespace) -> None:
-    """Fill the inputs left empty from ``--sandbox DIR`` (``ledgerlens.inputs.sandbox_flags``):
+    """Fill the inputs left empty from ``--sandbox DIR`` (``ledgerlens.settings.inputs.sandbox_flags``):
     addresses, the cluster's clock and thresholds, and dummy S3 credentials, exactly as the
     runbooks' ``sandbox`` parameter does. The context resolver then takes them as flags."""
     if hasattr(args, "zookeeper") and getattr(args, "sandbox", None):
@@ -1040,8 +1040,8 @@ def _quiet(debug: bool) -> None:
     """No log noise from py4j or Spark on the console unless ``--debug``; redacted log lines."""
     import logging
 
-    from ledgerlens.redact import redact_logging
-    from ledgerlens.spark import QUIET_ENV
+    from ledgerlens.runtime.spark import QUIET_ENV
+    from ledgerlens.settings.redact import redact_logging
 
     if not debug:
         os.environ.setdefault(QUIET_ENV, "1")
@@ -1064,7 +1064,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
         return int(e.code) if isinstance(e.code, int) else EXIT_ERROR
-    from ledgerlens import console
+    from ledgerlens.runtime import console
 
     if getattr(args, "verbose", False):
         console.set_verbose(True)  # inherited by the Spark JVM and notebook kernels
@@ -1073,7 +1073,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = f"ledgerlens {args.command}"
     _SIGNALLED.clear()
     _install_signal_handlers()
-    from ledgerlens.spark import QUIET_ENV
+    from ledgerlens.runtime.spark import QUIET_ENV
 
     saved_quiet = os.environ.get(QUIET_ENV)
     saved_levels = {

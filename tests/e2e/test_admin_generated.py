@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from generated import generated_cluster
-from ledgerlens import pipeline
-from ledgerlens.config import AuditConfig, S3Source
+from ledgerlens.audit import pipeline
+from ledgerlens.inventory.schemas import FINDING_KEYS
 from ledgerlens.sandbox.cluster import CLUSTER, default_now_ms
 from ledgerlens.sandbox.failures import finding_key
 from ledgerlens.sandbox.pulsar import MetadataBroker, admin
-from ledgerlens.schemas import FINDING_KEYS
+from ledgerlens.settings.config import AuditConfig, S3Source
 from ledgerlens.sources.stores import Stores
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(900)]

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import pipeline
-from ledgerlens.config import S3Source
+from ledgerlens.audit import pipeline
 from ledgerlens.sandbox.failures import audit_config, finding_key
 from ledgerlens.sandbox.pulsar import admin
+from ledgerlens.settings.config import S3Source
 from ledgerlens.sources.stores import Stores
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(1200)]

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import cli, contexts
+from ledgerlens import cli
 from ledgerlens.sandbox.failures import MAX_AGE_S, expected_findings, finding_key
+from ledgerlens.settings import contexts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 

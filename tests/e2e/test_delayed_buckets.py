@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from ledgerlens.config import BookieSource
 from ledgerlens.formats import delayed_bucket as db
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.managed_ledger import decode_cursor
@@ -21,6 +20,7 @@ from ledgerlens.formats.names import topic_to_managed_ledger
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.sandbox import seed as sd
 from ledgerlens.sandbox.pulsar import admin, make_client, topic_path
+from ledgerlens.settings.config import BookieSource
 from ledgerlens.sources.bookie import BookieClient, LedgerHandle
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
@@ -91,8 +91,8 @@ def test_snapshots_hold_exactly_the_scheduled_messages(pulsar_env: Any, protocol
 
 def test_bucket_inventory_stage(pulsar_env: Any, spark: Any, tmp_path: Path) -> None:
     """The Spark stage reads the same buckets, sees the planted dangling property, reads positions."""
-    from ledgerlens.collect import collect_inventory
-    from ledgerlens.config import ZooKeeperSource
+    from ledgerlens.inventory.collect import collect_inventory
+    from ledgerlens.settings.config import ZooKeeperSource
 
     state = pulsar_env.state
     # the seeding unloaded the compacted topic (its __compaction cursor is closed, no cursor ledger):

@@ -42,7 +42,6 @@ from typing import Any
 
 import pytest
 
-from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
 from ledgerlens.deletion import messages as m
 from ledgerlens.deletion.approval import approve
 from ledgerlens.deletion.deleter import Deleter, DeleterConfig
@@ -56,6 +55,7 @@ from ledgerlens.formats.paths import ledger_path
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.sandbox.failures import expected_findings
 from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, topic_path
+from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]
 
@@ -221,7 +221,7 @@ class DelEnv:
 
 
 def run_audit(spark: Any, env_state: dict[str, Any], out: Path) -> Any:
-    from ledgerlens import pipeline
+    from ledgerlens.audit import pipeline
 
     zk = ZooKeeperSource(hosts=env_state["zookeeper_hosts"])
     s3 = S3Source(env_state["bucket"], endpoint_url=env_state["s3_endpoint"])

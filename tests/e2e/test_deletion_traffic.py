@@ -33,7 +33,6 @@ from typing import Any
 
 import pytest
 
-from ledgerlens.config import S3Source
 from ledgerlens.deletion.approval import approve
 from ledgerlens.deletion.deleter import Deleter, DeleterConfig
 from ledgerlens.deletion.journal import Journal
@@ -50,6 +49,7 @@ from ledgerlens.formats.paths import is_ledger_level1, ledger_id_from_path, ledg
 from ledgerlens.formats.references import owners_of
 from ledgerlens.sandbox.pulsar import AdminError, admin, make_client, topic_path
 from ledgerlens.sandbox.seed import ensure_namespace, produce
+from ledgerlens.settings.config import S3Source
 from ledgerlens.sources.zk_client import PipelinedReader
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]

@@ -19,10 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from ledgerlens.audit.disk import COLUMNS, FINDING_STATES, STATES
-from ledgerlens.console import disk_line
 from ledgerlens.report.disk import disk_figure, disk_states_html, disk_table_html
 from ledgerlens.report.metrics import render
 from ledgerlens.report.text import human_bytes
+from ledgerlens.runtime.console import disk_line
 from ledgerlens.sandbox.failures import audit_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
@@ -90,8 +90,8 @@ def _expected_states(tables: dict[str, str], findings: pd.DataFrame) -> dict[int
 
 
 def test_disk_breakdown_adds_up_on_the_real_sandbox(pulsar_env: Any, spark: Any, tmp_path: Path) -> None:
-    from ledgerlens import pipeline
-    from ledgerlens.config import S3Source, ZooKeeperSource
+    from ledgerlens.audit import pipeline
+    from ledgerlens.settings.config import S3Source, ZooKeeperSource
 
     state = pulsar_env.state
     run = pipeline.run(

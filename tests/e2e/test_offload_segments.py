@@ -19,9 +19,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 
 def test_broker_objects_verify_clean_and_damage_is_seen(pulsar_env: Any, spark: Any, tmp_path: Path) -> None:
-    from ledgerlens import schemas
-    from ledgerlens.collect import collect_inventory
-    from ledgerlens.config import S3Source, ZooKeeperSource
+    from ledgerlens.inventory import schemas
+    from ledgerlens.inventory.collect import collect_inventory
+    from ledgerlens.settings.config import S3Source, ZooKeeperSource
 
     state = pulsar_env.state
     inv = collect_inventory(

@@ -298,8 +298,8 @@ class _Compactor(threading.Thread):
 
 
 def test_audit_reports_exactly_the_planted_anomalies(pulsar_env: Any, spark: Any, tmp_path: Path) -> None:
-    from ledgerlens import pipeline
-    from ledgerlens.config import BookieSource, S3Source, ZooKeeperSource
+    from ledgerlens.audit import pipeline
+    from ledgerlens.settings.config import BookieSource, S3Source, ZooKeeperSource
 
     state = pulsar_env.state
     zk = sd.zk_client(state)

@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import pipeline
-from ledgerlens.config import S3Source
+from ledgerlens.audit import pipeline
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.paths import is_special_znode, ledger_id_from_path
 from ledgerlens.sandbox import seed as sd
@@ -35,6 +34,7 @@ from ledgerlens.sandbox.failures import (
     finding_key,
 )
 from ledgerlens.sandbox.pulsar import admin, make_client
+from ledgerlens.settings.config import S3Source
 from ledgerlens.sources.stores import Stores
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(1200)]

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from ledgerlens.audit.gates import ImplausibleInputError
-from ledgerlens.config import S3Source
 from ledgerlens.errors import SourceError
+from ledgerlens.settings.config import S3Source
 from ledgerlens.sources.stores import Stores
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -250,7 +250,7 @@ def test_the_gate_counts_what_the_admin_api_sees(
 ) -> None:
     """A bucket holding objects next to an admin API with topics: not refused; the counts are
     what the admin source would read (tenants, namespaces, topics with system topics, v1 names)."""
-    from ledgerlens.preflight import preflight
+    from ledgerlens.runtime.preflight import preflight
 
     _pulsar_api(
         http,
@@ -306,7 +306,7 @@ def test_a_slow_listing_leaves_the_gate_to_the_collection(
 ) -> None:
     """Listings that do not answer within the count's time: not an error before Spark (the
     collection reads them with its own timeouts and retries), and no refusal on a guess."""
-    from ledgerlens import preflight as pf
+    from ledgerlens.runtime import preflight as pf
 
     server = _Http()
     hang = threading.Event()

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from ledgerlens.config import SecretRef
 from ledgerlens.errors import ConfigError, SourceError
+from ledgerlens.settings.config import SecretRef
 from ledgerlens.sources.admin import AdminApi, AdminClient, AdminSource
 from ledgerlens.sources.stores import Stores
 
@@ -220,8 +220,8 @@ def test_an_error_in_a_spark_task_is_one_line_naming_the_endpoint(
 ) -> None:
     """Planning succeeds, then a task's read is rate-limited past its retries: the collection
     raises the task's SourceError (one line, the endpoint), not Spark's wrapped traceback."""
-    from ledgerlens.collect import collect_inventory
-    from ledgerlens.config import ZooKeeperSource
+    from ledgerlens.inventory.collect import collect_inventory
+    from ledgerlens.settings.config import ZooKeeperSource
     from ledgerlens.sources.base import BOOKKEEPER_STAGES
     from ledgerlens.sources.zookeeper import LiveZooKeeper
 

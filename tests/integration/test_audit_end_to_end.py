@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import pipeline
+from ledgerlens.audit import pipeline
 from ledgerlens.audit.findings import PULSAR_KINDS as KINDS
-from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens.inventory.schemas import FINDING_KEYS
 from ledgerlens.sandbox.cluster import default_now_ms, generate
-from ledgerlens.schemas import FINDING_KEYS
+from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -137,8 +137,8 @@ def test_reverification_drops_candidates_that_changed_after_the_scan(planted, s3
     """Deleted-since and created-since candidates are dropped, with the reason counted."""
     from kazoo.client import KazooClient
 
+    from ledgerlens.audit.reverify import reverify
     from ledgerlens.formats.paths import ledger_path
-    from ledgerlens.reverify import reverify
 
     truth, run, hosts = planted
     df = run.findings_pandas()
@@ -167,7 +167,7 @@ def test_reverification_drops_candidates_that_changed_after_the_scan(planted, s3
 
 def test_blind_spots_are_the_managed_ledgers_reported_corrupt(planted, spark) -> None:  # type: ignore[no-untyped-def]
     """Re-verification hides what the same nodes hide in the audit: the corrupt managed ledgers."""
-    from ledgerlens.collect import load_inventory
+    from ledgerlens.inventory.collect import load_inventory
 
     _, run, _ = planted
     df = run.findings_pandas()

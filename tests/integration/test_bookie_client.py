@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from ledgerlens.config import BookieSource
 from ledgerlens.errors import BookieUnavailableError, EntryReadError
 from ledgerlens.formats import bookie_wire as w
 from ledgerlens.formats.bookkeeper import LedgerMetadata
 from ledgerlens.proto import bookie_protocol_pb2 as pb
+from ledgerlens.settings.config import BookieSource
 from ledgerlens.sources.bookie import BookieClient, LedgerHandle
 
 pytestmark = pytest.mark.integration

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from ledgerlens.config import BookieSource
 from ledgerlens.errors import EntryReadError
 from ledgerlens.formats.bookkeeper import LedgerMetadata
+from ledgerlens.settings.config import BookieSource
 from ledgerlens.sources.bookie import BookieClient, LedgerHandle
 
 pytestmark = pytest.mark.integration

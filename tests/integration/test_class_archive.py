@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from ledgerlens import class_archive
-from ledgerlens.config import CACHE_ENV
+from ledgerlens.runtime import class_archive
+from ledgerlens.settings.config import CACHE_ENV
 
 pytestmark = [pytest.mark.integration]
 
 SESSION = """
 import sys
 from pyspark.sql import SparkSession
-from ledgerlens.spark import configure
+from ledgerlens.runtime.spark import configure
 b = configure(SparkSession.builder, master="local[1]", app_name="archive-test")
 java = b._options["spark.driver.extraJavaOptions"]
 b = b.config("spark.driver.extraJavaOptions", java + " -Xlog:class+load=info:file=" + sys.argv[1])
@@ -77,7 +77,7 @@ def test_warm_up_then_sessions_map_the_archive(tmp_path: Path, monkeypatch: pyte
     cut.write_bytes(whole[: 4 << 20])
     assert class_archive.archive() == cut
     start = (
-        "from ledgerlens.spark import get_session\n"
+        "from ledgerlens.runtime.spark import get_session\n"
         "s = get_session('local[1]')\n"
         "print('rows', s.range(3).count())\n"
     )

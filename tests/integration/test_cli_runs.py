@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from generated import generated_cluster
-from ledgerlens.outdir import MANIFEST_NAME
+from ledgerlens.inventory.schemas import FINDING_KEYS
+from ledgerlens.runtime.outdir import MANIFEST_NAME
 from ledgerlens.sandbox.cluster import GroundTruth, default_now_ms
-from ledgerlens.schemas import FINDING_KEYS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -160,6 +160,7 @@ def _race(planted: tuple[GroundTruth, list[str]], out: Path, jitter: float) -> N
         assert summary["inventory_counts"][table] == truth.counts[table], table
         assert _rows(out / "inventory" / table) == truth.counts[table], table
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == [
+        "disk_usage.parquet",  # the bookies' bytes by state (audit/disk.py)
         "findings.parquet",
         "history",  # the runs' slim findings, one entry per run (audit/history.py)
         "inventory",

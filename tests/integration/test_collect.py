@@ -20,13 +20,13 @@ import pytest
 from kazoo.security import make_acl
 from pyspark.sql import functions as F
 
-from ledgerlens import schemas
-from ledgerlens.collect import collect_inventory, load_inventory
-from ledgerlens.config import S3Source, ZooKeeperSource
 from ledgerlens.errors import SourceError
 from ledgerlens.formats.managed_ledger import decode_managed_ledger
+from ledgerlens.inventory import schemas
+from ledgerlens.inventory.collect import collect_inventory, load_inventory
 from ledgerlens.proto import schema_storage_pb2 as schpb
 from ledgerlens.sandbox.cluster import LONG_ID_BASE, default_now_ms, generate
+from ledgerlens.settings.config import S3Source, ZooKeeperSource
 
 # Spark's Python workers must import ledgerlens: run them with this interpreter.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -264,7 +264,7 @@ def test_small_inventory_loads_in_memory_with_the_rows_spark_reads(
 ) -> None:
     """A small local inventory is handed to Spark as Arrow (no Parquet scan in the audit's plans):
     the same tables, schemas and rows as Spark's own read, which larger ones still get."""
-    import ledgerlens.collect as collect
+    import ledgerlens.inventory.collect as collect
 
     generate(zookeeper.hosts, root=fresh_root, scenario="planted", now_ms=default_now_ms())
     out = str(tmp_path / "inv")
@@ -308,9 +308,9 @@ _LOCAL_CLUSTER = textwrap.dedent(
     """
     import json, sys, time
     from pyspark.sql import SparkSession
-    from ledgerlens.spark import configure
-    from ledgerlens.config import ZooKeeperSource
-    from ledgerlens.collect import collect_inventory
+    from ledgerlens.runtime.spark import configure
+    from ledgerlens.settings.config import ZooKeeperSource
+    from ledgerlens.inventory.collect import collect_inventory
     hosts, root, out = sys.argv[1:4]
     spark = configure(SparkSession.builder, master="local-cluster[2,1,1024]").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

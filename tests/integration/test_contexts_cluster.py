@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from generated import generated_cluster
-from ledgerlens import cli, contexts
+from ledgerlens import cli
+from ledgerlens.inventory.schemas import FINDING_KEYS
 from ledgerlens.sandbox.cluster import default_now_ms, generate, restrict
-from ledgerlens.schemas import FINDING_KEYS
+from ledgerlens.settings import contexts
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -32,8 +32,7 @@ from hypothesis import strategies as st
 from kazoo.client import KazooClient
 from kazoo.security import make_digest_acl
 
-from ledgerlens import pipeline
-from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens.audit import pipeline
 from ledgerlens.deletion.approval import approve
 from ledgerlens.deletion.deleter import Deleter, DeleterConfig
 from ledgerlens.deletion.journal import Journal
@@ -44,6 +43,7 @@ from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.proto import schema_storage_pb2 as sspb
 from ledgerlens.sandbox import wire
 from ledgerlens.sandbox.cluster import write_znodes
+from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

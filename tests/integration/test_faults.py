@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from generated import generated_cluster
-from ledgerlens import pipeline
+from ledgerlens.audit import pipeline
 from ledgerlens.audit.gates import ImplausibleInputError
-from ledgerlens.config import AuditConfig, ZooKeeperSource
 from ledgerlens.sandbox.cluster import default_now_ms
 from ledgerlens.sandbox.servers import S3Server, ZooKeeperServer
+from ledgerlens.settings.config import AuditConfig, ZooKeeperSource
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -107,7 +107,7 @@ def test_zookeeper_lost_during_collection(
 @pytest.mark.slow  # a planted cluster's whole audit (~1-3 min); the ZooKeeper case above stays in make test
 def test_s3_lost_during_reverification(spark, zookeeper, own_s3, tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     hosts, bucket = _cluster(zookeeper, own_s3, "planted")
-    import ledgerlens.reverify as reverify
+    import ledgerlens.audit.reverify as reverify
 
     original = reverify.reverify
     lost: list[float] = []

@@ -22,9 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from generated import generated_cluster
+from ledgerlens.inventory.schemas import FINDING_IDENTITY
 from ledgerlens.sandbox import wire
 from ledgerlens.sandbox.cluster import DAY, default_now_ms
-from ledgerlens.schemas import FINDING_IDENTITY
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

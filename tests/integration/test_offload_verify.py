@@ -18,13 +18,13 @@ import pytest
 from pyspark.sql import functions as F
 
 import offload_writer as w
-from ledgerlens import schemas
 from ledgerlens.audit import run_audit
 from ledgerlens.audit.ownership import owned_tenants
 from ledgerlens.audit.rules.offload_objects import offload_contexts, offload_object_rules
-from ledgerlens.config import AuditConfig
 from ledgerlens.formats.offload import ledger_object_keys, streaming_object_keys
+from ledgerlens.inventory import schemas
 from ledgerlens.offload.verify import VerifyStats, verify_objects
+from ledgerlens.settings.config import AuditConfig
 from ledgerlens.sources.s3 import list_offload_objects
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

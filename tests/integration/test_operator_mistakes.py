@@ -20,7 +20,7 @@ import pytest
 
 from generated import generated_cluster
 from ledgerlens import cli
-from ledgerlens.outdir import OutputDir
+from ledgerlens.runtime.outdir import OutputDir
 from ledgerlens.sandbox.cluster import default_now_ms
 
 pytestmark = pytest.mark.integration
@@ -40,7 +40,6 @@ def healthy(zookeeper: Any, s3_server: Any) -> dict[str, str]:
     """A generated healthy cluster under its own chroot, with its bucket (holding offloaded objects)."""
     from kazoo.client import KazooClient
 
-    import ledgerlens.preflight
     import ledgerlens.report  # noqa: F401 - imported once here: the time bounds are about waiting, not imports
 
     c = generated_cluster(zookeeper, s3_server, "healthy", now_ms=default_now_ms(), scenario="healthy")

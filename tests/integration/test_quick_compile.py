@@ -9,10 +9,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from generated import generated_cluster
-from ledgerlens.config import ZooKeeperSource
-from ledgerlens.preflight import preflight, znode_count, zookeeper_client
-from ledgerlens.sandbox.cluster import default_now_ms
-from ledgerlens.spark import (
+from ledgerlens.runtime.preflight import preflight, znode_count, zookeeper_client
+from ledgerlens.runtime.spark import (
     LEAN_INLINING,
     QUICK_COMPILE,
     QUICK_COMPILE_ZNODES,
@@ -21,6 +19,8 @@ from ledgerlens.spark import (
     quick_compile_for,
     quick_compiled_tools,
 )
+from ledgerlens.sandbox.cluster import default_now_ms
+from ledgerlens.settings.config import ZooKeeperSource
 
 pytestmark = [pytest.mark.integration]
 

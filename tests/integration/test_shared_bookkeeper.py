@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from generated import generated_cluster
-from ledgerlens import pipeline
-from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
-from ledgerlens.reverify import reverify
+from ledgerlens.audit import pipeline
+from ledgerlens.audit.reverify import reverify
+from ledgerlens.inventory.schemas import FINDING_KEYS
 from ledgerlens.sandbox.cluster import FOREIGN_TENANT, default_now_ms
-from ledgerlens.schemas import FINDING_KEYS
+from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
 from ledgerlens.sources.stores import Stores
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

@@ -24,10 +24,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from ledgerlens import console, report
+from ledgerlens import report
+from ledgerlens.inventory.schemas import FINDINGS, columns
+from ledgerlens.report import html as report_html
 from ledgerlens.report.runbook import RECORD_MIME
 from ledgerlens.report.text import impact_tier
-from ledgerlens.schemas import FINDINGS, columns
 
 pytestmark = pytest.mark.notebooks
 
@@ -313,7 +314,7 @@ def test_runbook_report_matches_cli_audit(planted_cluster: dict[str, str], tmp_p
     assert "<title>Pulsar storage audit: " in html
     assert len(html.encode()) <= 1024 * 1024
     # the banner names the worst finding; the cards follow the impact order, data loss first
-    worst = console.worst_finding(pd.read_parquet(report_dir / "findings.parquet"))
+    worst = report_html.worst_finding(pd.read_parquet(report_dir / "findings.parquet"))
     assert f"Worst: <code>{escape(worst)}</code>" in html
     cards = re.findall(r'class="ll-finding ll-sev-(\w+)[^"]*" data-kind="(\w+)"', html)
     assert [impact_tier(k, sev) for sev, k in cards] == sorted(impact_tier(k, sev) for sev, k in cards)
@@ -322,7 +323,7 @@ def test_runbook_report_matches_cli_audit(planted_cluster: dict[str, str], tmp_p
 def test_runbook_takes_durations_as_numbers_and_checks_before_spark(tmp_path: Path) -> None:
     """papermill passes ``-p min_orphan_age 90`` as an int: accepted (seconds); the first problem is
     then the unreachable ZooKeeper, found by the preflight before any Spark session starts."""
-    from ledgerlens import contexts
+    from ledgerlens.settings import contexts
 
     flags = {"zookeeper": "127.0.0.1:2181", "min_orphan_age": 90, "retention_grace": 3600.0}
     _zk, _s3, audit = contexts.resolve(None, flags=flags, flag_layer="parameter").audit_inputs("")

@@ -35,8 +35,8 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from ledgerlens import console
 from ledgerlens.report import figures
+from ledgerlens.report import html as report_html
 from ledgerlens.report.text import impact_tier
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebooks, pytest.mark.integration]
@@ -180,8 +180,7 @@ _INNER_SCROLL = """() => {
 # Every visible text of the report's views (``.ll`` blocks and SVG figures): its colour (an SVG
 # text's fill) over its effective background (the non-transparent ancestor backgrounds, composited),
 # as a WCAG contrast ratio.
-_VIEW_CONTRAST = """() => {
-  const parse = (c) => {
+_CONTRAST_HELPERS = """  const parse = (c) => {
     const m = (c || '').match(/rgba?\\(([^)]+)\\)/);
     if (!m) return null;
     const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number);
@@ -205,7 +204,12 @@ _VIEW_CONTRAST = """() => {
     });
     return 0.2126 * r + 0.7152 * g + 0.0722 * b;
   };
-  const out = [];
+"""
+
+_VIEW_CONTRAST = (
+    "() => {\n"
+    + _CONTRAST_HELPERS
+    + """  const out = [];
   for (const el of document.querySelectorAll('.ll *, .ll-figure *')) {
     if (['STYLE', 'SCRIPT'].includes(el.tagName)) continue;
     const own = [...el.childNodes].filter(n => n.nodeType === 3 && n.textContent.trim())
@@ -221,6 +225,7 @@ _VIEW_CONTRAST = """() => {
   }
   return out;
 }"""
+)
 
 
 def _assert_views_readable(page: Any, name: str) -> None:
@@ -241,7 +246,7 @@ def _top(page: Any, selector: str) -> float:
 def _first_screens(page: Any, findings: pd.DataFrame, figures_expected: int, width: int) -> None:
     """The worst finding named on the first screen, then at a glance, the figures, what was
     audited and the cards, in this order; the figures start within the first two screens."""
-    worst = console.worst_finding(findings)
+    worst = report_html.worst_finding(findings)
     named = page.locator("[data-worst]").first
     assert worst and worst in named.inner_text(), (worst, named.inner_text())
     box = named.bounding_box()
@@ -352,8 +357,8 @@ def _jupyterlab_dark_css() -> str:
 def _views_of_an_audit() -> str:
     """Every report view of a small audit: banner and glance, figures, disk, context, cards, detail."""
     from ledgerlens import report
+    from ledgerlens.inventory.schemas import FINDINGS_PUBLISHED, columns
     from ledgerlens.report import disk as disk_views
-    from ledgerlens.schemas import FINDINGS_PUBLISHED, columns
 
     df = pd.DataFrame(
         [
@@ -686,32 +691,10 @@ def test_runbook_in_jupyterlab(browser: Any, lab: dict[str, Any]) -> None:
 # Every visible text of the explorer: its computed colour over its effective background (the first
 # non-transparent ancestor backgrounds, composited), as a WCAG contrast ratio. Disabled controls are
 # exempt (WCAG 1.4.3: inactive components).
-_CONTRAST = """() => {
-  const parse = (c) => {
-    const m = c.match(/rgba?\\(([^)]+)\\)/);
-    if (!m) return null;
-    const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number);
-    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
-  };
-  const over = (top, under) => [0, 1, 2].map(i => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
-  const background = (el) => {
-    const layers = [];
-    for (let e = el; e; e = e.parentElement) {
-      const c = parse(getComputedStyle(e).backgroundColor);
-      if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
-    }
-    let bg = [255, 255, 255, 1];
-    for (const layer of layers.reverse()) bg = over(layer, bg);
-    return bg;
-  };
-  const lum = (c) => {
-    const [r, g, b] = c.slice(0, 3).map(v => {
-      v /= 255;
-      return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
-    });
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
-  };
-  const out = [];
+_CONTRAST = (
+    "() => {\n"
+    + _CONTRAST_HELPERS
+    + """  const out = [];
   for (const el of document.querySelectorAll('.ledgerlens-explorer *')) {
     if (['STYLE', 'SCRIPT'].includes(el.tagName) || el.closest('[disabled], :disabled')) continue;
     const own = [...el.childNodes].filter(n => n.nodeType === 3 && n.textContent.trim())
@@ -727,6 +710,7 @@ _CONTRAST = """() => {
   }
   return out;
 }"""
+)
 
 _LINES = """(sel) => [...document.querySelectorAll(sel)].map(el => {
   const lh = parseFloat(getComputedStyle(el).lineHeight) || 20;

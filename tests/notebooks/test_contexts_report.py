@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import contexts, report
+from ledgerlens import report
+from ledgerlens.settings import contexts
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.integration, pytest.mark.spark]
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import schemas
 from ledgerlens.audit import run_audit, summarize
 from ledgerlens.audit.findings import PULSAR_KINDS as KINDS
 from ledgerlens.audit.findings import REVERIFICATION_KINDS
-from ledgerlens.config import AuditConfig
+from ledgerlens.inventory import schemas
+from ledgerlens.settings.config import AuditConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.unit]
 
@@ -542,7 +542,7 @@ def test_interpreted_small_audit_finds_what_the_compiled_plan_finds(
 ) -> None:
     """A small inventory's audit interprets its expressions (``spark.sized_for``) and plans the
     ledger rules as one step; the compiled plan (``main``) finds exactly the same."""
-    from ledgerlens.spark import sized_for
+    from ledgerlens.runtime.spark import sized_for
 
     with sized_for(spark, 100) as applied:
         assert applied["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"

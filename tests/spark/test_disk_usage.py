@@ -13,11 +13,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from ledgerlens import schemas
 from ledgerlens.audit import run_audit
 from ledgerlens.audit.disk import COLUMNS, STATES, disk_usage, ledger_states, summary_of_usage
-from ledgerlens.config import AuditConfig
-from ledgerlens.console import disk_line
+from ledgerlens.inventory import schemas
 from ledgerlens.report.disk import (
     OTHER_NAMESPACES,
     STATE_COLORS,
@@ -29,6 +27,8 @@ from ledgerlens.report.disk import (
 )
 from ledgerlens.report.metrics import render
 from ledgerlens.report.text import human_bytes
+from ledgerlens.runtime.console import disk_line
+from ledgerlens.settings.config import AuditConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.unit]
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from ledgerlens import schemas
 from ledgerlens.formats.kafka_remote_keys import segment_keys
 from ledgerlens.formats.kafka_remote_log import (
     SegmentRecord,
@@ -16,8 +15,9 @@ from ledgerlens.formats.kafka_remote_log import (
     encode_record,
     uuid_from_bytes,
 )
+from ledgerlens.inventory import schemas
 from ledgerlens.kafka.audit import KafkaAuditConfig, run_kafka_audit
-from ledgerlens.kafka.collect import collect_kafka_inventory, load_kafka_inventory
+from ledgerlens.kafka.remote_inventory import collect_kafka_inventory, load_kafka_inventory
 from ledgerlens.kafka.replay import MetadataRecord, replay
 from ledgerlens.sources.kafka_metadata import write_dump
 from ledgerlens.sources.remote_storage import RemoteStore, list_items, list_objects

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import schemas
 from ledgerlens.audit import run_audit
 from ledgerlens.audit.ownership import collect_ownership
-from ledgerlens.config import AuditConfig
+from ledgerlens.inventory import schemas
+from ledgerlens.settings.config import AuditConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.unit]
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ledgerlens import schemas
-from ledgerlens.pipeline import redacted_evidence
+from ledgerlens.audit.pipeline import redacted_evidence
+from ledgerlens.inventory import schemas
 
 pytestmark = [pytest.mark.spark, pytest.mark.unit]
 
@@ -44,7 +44,7 @@ def test_written_findings_keep_their_order_and_are_redacted(  # type: ignore[no-
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
 
-    from ledgerlens import pipeline
+    from ledgerlens.audit import pipeline
 
     if not on_driver:
         monkeypatch.setattr(pipeline, "DRIVER_FINDINGS", 2)

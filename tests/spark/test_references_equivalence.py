@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import schemas
 from ledgerlens.audit.references import cursor_references as spark_cursor_references
 from ledgerlens.audit.references import schema_references as spark_schema_references
 from ledgerlens.formats import references as refs
 from ledgerlens.formats.managed_ledger import decode_cursor
 from ledgerlens.formats.schema import decode_schema_locator
+from ledgerlens.inventory import schemas
 from ledgerlens.inventory.rows import cursor_row, schema_rows
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.proto import schema_storage_pb2 as sspb

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import schemas
 from ledgerlens.audit import rules
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.audit.rules import retention
-from ledgerlens.config import AuditConfig
-from ledgerlens.spark import sized_for
+from ledgerlens.inventory import schemas
+from ledgerlens.runtime.spark import sized_for
+from ledgerlens.settings.config import AuditConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.unit]
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from ledgerlens.spark import INTERPRETED_ROWS, SMALL_INVENTORY_ROWS, adapts, settings_for_rows, sized_for
+from ledgerlens.runtime.spark import (
+    INTERPRETED_ROWS,
+    SMALL_INVENTORY_ROWS,
+    adapts,
+    settings_for_rows,
+    sized_for,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.unit]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from ledgerlens import class_archive
-from ledgerlens.config import CACHE_ENV
-from ledgerlens.spark import configure
+from ledgerlens.runtime import class_archive
+from ledgerlens.runtime.spark import configure
+from ledgerlens.settings.config import CACHE_ENV
 
 MAGIC = (0xF00BABA8).to_bytes(4, sys.byteorder)
 

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import cli, inputs
-from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens import cli
 from ledgerlens.errors import SourceError
+from ledgerlens.settings import inputs
+from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +63,7 @@ class FakePipeline:
 def _write_findings(out: Path, summary: dict[str, Any]) -> None:
     import pandas as pd
 
-    from ledgerlens.schemas import FINDINGS, columns
+    from ledgerlens.inventory.schemas import FINDINGS, columns
 
     rows = [
         {"kind": k, "severity": "critical" if k == "missing_ledger" else "warning", "ledger_id": 7}
@@ -96,16 +97,16 @@ def summary(critical: int = 0, warning: int = 0, info: int = 0) -> dict[str, Any
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
-    """Install a fake ``ledgerlens.pipeline`` and Spark session; returns handles to both."""
+    """Install a fake ``ledgerlens.audit.pipeline`` and Spark session; returns handles to both."""
     state = types.SimpleNamespace(
         pipeline=FakePipeline(summary()), spark=FakeSpark(), masters=[], preflights=[], znodes=[]
     )
-    module = types.ModuleType("ledgerlens.pipeline")
+    module = types.ModuleType("ledgerlens.audit.pipeline")
     module.run = lambda *a, **k: state.pipeline.run(*a, **k)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "ledgerlens.pipeline", module)
-    import ledgerlens
+    monkeypatch.setitem(sys.modules, "ledgerlens.audit.pipeline", module)
+    import ledgerlens.audit
 
-    monkeypatch.setattr(ledgerlens, "pipeline", module, raising=False)
+    monkeypatch.setattr(ledgerlens.audit, "pipeline", module, raising=False)
 
     def session(
         master: str, conf: dict[str, str] | None = None, *, znodes: int | None = None

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ledgerlens import console
+from ledgerlens.runtime import console
 
 
 class Lines:

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from ledgerlens import cli, contexts
-from ledgerlens.config import S3Source, SecretRef, ZooKeeperAuth, ZooKeeperSource
+from ledgerlens import cli
 from ledgerlens.errors import ConfigError
+from ledgerlens.settings import contexts
+from ledgerlens.settings.config import S3Source, SecretRef, ZooKeeperAuth, ZooKeeperSource
 
 pytestmark = pytest.mark.unit
 
@@ -368,7 +369,7 @@ def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> Any:
     import sys
     import types
 
-    from ledgerlens import pipeline
+    from ledgerlens.audit import pipeline
 
     state = types.SimpleNamespace(calls=[], contexts=[], masters=[], confs=[], summary={}, stores=[])
 
@@ -402,12 +403,12 @@ def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> Any:
         state.confs.append(conf)
         return Spark(), True
 
-    module = types.ModuleType("ledgerlens.pipeline")
+    module = types.ModuleType("ledgerlens.audit.pipeline")
     module.run = run  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "ledgerlens.pipeline", module)
-    import ledgerlens
+    monkeypatch.setitem(sys.modules, "ledgerlens.audit.pipeline", module)
+    import ledgerlens.audit
 
-    monkeypatch.setattr(ledgerlens, "pipeline", module, raising=False)
+    monkeypatch.setattr(ledgerlens.audit, "pipeline", module, raising=False)
     monkeypatch.setattr(cli, "_spark_session", session)
     # no servers behind these contexts: nothing seen
     monkeypatch.setattr(cli, "_preflight", lambda *a, **k: {"stores": [], "znodes": None})
@@ -419,7 +420,7 @@ def test_credentials_read_through_references_are_redacted_everywhere(
     env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A credential whose variable's name looks harmless is still redacted once a context names it."""
-    from ledgerlens.redact import redact
+    from ledgerlens.settings.redact import redact
 
     monkeypatch.setenv("EAST_ZK_DIGEST", "auditor:harmless-looking-pw")
     jaas = tmp_path / "jaas.conf"

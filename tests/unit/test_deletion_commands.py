@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ledgerlens import cli, contexts
-from ledgerlens.config import S3Source, SecretRef, ZooKeeperAuth
+from ledgerlens import cli
 from ledgerlens.deletion.commands import deleter_config
 from ledgerlens.errors import ConfigError
+from ledgerlens.settings import contexts
+from ledgerlens.settings.config import S3Source, SecretRef, ZooKeeperAuth
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ from ledgerlens.deletion.approval import ApprovalRefused, approvals_in, approve
 from ledgerlens.deletion.journal import Journal, JournalTampered
 from ledgerlens.deletion.plan import PlanError, build_plan, parse_filter, plan_hash, read_plan, write_plan
 from ledgerlens.errors import ConfigError
-from ledgerlens.schemas import FINDINGS, columns
+from ledgerlens.inventory.schemas import FINDINGS, columns
 
 pytestmark = pytest.mark.unit
 

@@ -6,8 +6,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
+from ledgerlens.inventory.schemas import FINDINGS, columns
 from ledgerlens.report import figures
-from ledgerlens.schemas import FINDINGS, columns
 
 pytestmark = pytest.mark.unit
 

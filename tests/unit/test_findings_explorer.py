@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import pytest
 
+from ledgerlens.inventory.schemas import FINDINGS, columns
 from ledgerlens.report.html import order_findings
-from ledgerlens.schemas import FINDINGS, columns
 from ledgerlens_widgets import FindingsExplorer
 from ledgerlens_widgets.findings_explorer import (
     EXPLORER_CSS,

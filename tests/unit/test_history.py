@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ledgerlens import schemas
 from ledgerlens.audit import history as h
 from ledgerlens.errors import ConfigError
-from ledgerlens.outdir import OutputDir
+from ledgerlens.inventory import schemas
+from ledgerlens.runtime.outdir import OutputDir
 
 pytestmark = pytest.mark.unit
 
@@ -287,7 +287,7 @@ def test_publishing_adds_the_history_entry_beside_the_older_ones(tmp_path: Path)
     # directory; the outer run's publish then adds the entry to --out/history
     with OutputDir(out) as outer:
         with OutputDir(outer.staging) as inner:
-            from ledgerlens.outdir import published_dir
+            from ledgerlens.runtime.outdir import published_dir
 
             assert published_dir(inner.out) == out.resolve()
             previous = h.discover(published_dir(inner.out), h.HistoryOptions(), {}).previous
@@ -334,7 +334,7 @@ def test_fail_on_new_looks_at_new_findings_only() -> None:
 
 
 def test_the_settings_travel_through_a_context_and_the_environment(tmp_path: Path) -> None:
-    from ledgerlens import contexts
+    from ledgerlens.settings import contexts
 
     cfg = tmp_path / "contexts.toml"
     cfg.write_text('[contexts.east.audit]\nfail-on = "new-critical"\nhistory-keep = 30\n')
@@ -359,7 +359,7 @@ def test_report_hands_its_flags_to_the_runbook_kernel_through_the_environment(tm
 
 
 def test_the_summary_line_says_what_changed() -> None:
-    from ledgerlens.console import summary_line
+    from ledgerlens.runtime.console import summary_line
 
     base = {"counts_by_severity": {"critical": 1, "warning": 1}, "total_findings": 2, "new_total": 2}
     line = summary_line(

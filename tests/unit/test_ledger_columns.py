@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kazoo.protocol.states import ZnodeStat
 
-from ledgerlens import schemas
+from ledgerlens.inventory import schemas
 from ledgerlens.inventory.rows import LedgerColumns, ledger_row
 from ledgerlens.proto import bookkeeper_pb2 as bk
 from ledgerlens.sandbox import wire

@@ -1,4 +1,4 @@
-"""One run at a time per output directory, results published whole (``ledgerlens.outdir``)."""
+"""One run at a time per output directory, results published whole (``ledgerlens.runtime.outdir``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ledgerlens.errors import ConfigError
-from ledgerlens.outdir import JOURNAL_NAME, LOCK_NAME, OutputBusyError, OutputDir
+from ledgerlens.runtime.outdir import JOURNAL_NAME, LOCK_NAME, OutputBusyError, OutputDir
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import pytest
 
 from ledgerlens import cli, report
 from ledgerlens.errors import SourceError
-from ledgerlens.redact import MASK, RedactingFilter, redact, redact_html, redact_notebook, redact_obj
+from ledgerlens.settings.redact import MASK, RedactingFilter, redact, redact_html, redact_notebook, redact_obj
 
 pytestmark = pytest.mark.unit
 

@@ -14,12 +14,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from ledgerlens import console
+from ledgerlens.inventory.schemas import FINDINGS_PUBLISHED, columns
 from ledgerlens.report import disk as disk_views
 from ledgerlens.report import figures, html, runbook
+from ledgerlens.report import html as report_html
 from ledgerlens.report.svg import figure_svg
 from ledgerlens.report.text import impact_tier
-from ledgerlens.schemas import FINDINGS_PUBLISHED, columns
 
 pytestmark = pytest.mark.unit
 
@@ -81,7 +81,7 @@ def test_banner_names_the_worst_finding_and_the_new_ones() -> None:
     banner = html.banner_html(summary(), CONTEXT, df)
     text = re.sub(r"<[^>]+>", "", banner)
     assert text.startswith("7 critical findings (1 new), 2 warnings (1 new)")
-    worst = console.worst_finding(df)
+    worst = report_html.worst_finding(df)
     # data loss first, new before known: the new missing offload object, not the fifth corrupt znode
     assert worst.startswith("missing_offload_object ledger 43") and f"Worst: {worst}" in text
     assert "data-worst" in banner

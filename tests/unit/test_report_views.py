@@ -12,12 +12,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from ledgerlens import console, inputs
-from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
 from ledgerlens.errors import ConfigError
+from ledgerlens.inventory.schemas import FINDINGS, columns
 from ledgerlens.report import context as ctx
 from ledgerlens.report import html, metrics
-from ledgerlens.schemas import FINDINGS, columns
+from ledgerlens.report import html as report_html
+from ledgerlens.runtime import console
+from ledgerlens.settings import inputs
+from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
 
 pytestmark = pytest.mark.unit
 
@@ -266,14 +268,14 @@ def test_summary_line() -> None:
         "worst: corrupt_metadata ledger 42; report: out/report.html"
     )
     assert console.summary_line(summary()).startswith("ledgerlens: healthy, 0 findings")
-    assert console.worst_finding(planted()) == "corrupt_metadata ledger 42"
+    assert report_html.worst_finding(planted()) == "corrupt_metadata ledger 42"
 
 
 # --- sandbox inputs ---------------------------------------------------------------------------------------
 
 
 def _no_contexts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ledgerlens import contexts
+    from ledgerlens.settings import contexts
 
     empty = tmp_path / "contexts.toml"
     empty.write_text("")
@@ -286,7 +288,7 @@ def _no_contexts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_sandbox_fills_addresses_clock_and_credentials(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ledgerlens import contexts
+    from ledgerlens.settings import contexts
 
     (tmp_path / "state.json").write_text(
         json.dumps({"zk_hosts": "127.0.0.1:2999", "s3_endpoint": "http://127.0.0.1:9", "bucket": "b1"})
@@ -330,7 +332,8 @@ def test_pulsar_sandbox_thresholds_and_errors(tmp_path: Path) -> None:
 
 def test_cli_sandbox_and_runbook_resolve_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--sandbox DIR`` and the runbook's ``sandbox`` parameter give the same inputs."""
-    from ledgerlens import cli, contexts
+    from ledgerlens import cli
+    from ledgerlens.settings import contexts
 
     (tmp_path / "state.json").write_text(
         json.dumps({"zk_hosts": "127.0.0.1:2999", "s3_endpoint": "http://127.0.0.1:9", "bucket": "b1"})

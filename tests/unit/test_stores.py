@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ledgerlens.config import ZooKeeperSource
 from ledgerlens.errors import ConfigError
+from ledgerlens.settings.config import ZooKeeperSource
 from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES
 from ledgerlens.sources.stores import Stores, parse_store
 from ledgerlens.sources.zookeeper import LiveZooKeeper
@@ -81,7 +81,7 @@ def test_explicit_roles_replace_the_zookeeper_role_they_name() -> None:
 
 
 def test_contexts_resolve_the_store_options(tmp_path: Path) -> None:
-    from ledgerlens import contexts
+    from ledgerlens.settings import contexts
 
     (tmp_path / "none.toml").write_text("")  # an empty contexts file: flags and environment only
     env = {"LEDGERLENS_PULSAR_METADATA": "zk:zk1:2181,zk2:2181/a zk:zk9:2181/b", "LEDGERLENS_ZK_TIMEOUT": "7"}

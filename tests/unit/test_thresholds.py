@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from ledgerlens import contexts, inputs
+from ledgerlens.settings import contexts, inputs
 
 pytestmark = pytest.mark.unit
 
 
 def test_every_threshold_has_a_flag_a_context_key_and_an_environment_variable() -> None:
     """One table in the README lists them; every audit threshold is a flag of audit and report."""
-    from ledgerlens import inputs
     from ledgerlens.cli import build_parser
+    from ledgerlens.settings import inputs
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     not_thresholds = ("audit.history-keep",)  # how many runs --out/history keeps: no rule reads it

@@ -6,7 +6,7 @@ import ipywidgets as w
 import pandas as pd
 import pytest
 
-from ledgerlens.schemas import FINDINGS, columns
+from ledgerlens.inventory.schemas import FINDINGS, columns
 from ledgerlens_widgets import FindingsExplorer
 
 pytestmark = pytest.mark.unit

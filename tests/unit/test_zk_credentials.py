@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ledgerlens import contexts
 from ledgerlens.errors import ConfigError
+from ledgerlens.settings import contexts
 
 pytestmark = pytest.mark.unit
 

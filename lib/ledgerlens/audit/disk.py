@@ -33,8 +33,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from ledgerlens import schemas
 from ledgerlens.audit.names import ml_namespace, topic_to_ml
+from ledgerlens.inventory import schemas
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -18,10 +18,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ledgerlens import schemas
 from ledgerlens.audit.frames import Look, union_all
 from ledgerlens.audit.ownership import OWNED, owned_of
 from ledgerlens.audit.references import spots_of
+from ledgerlens.inventory import schemas
 
 __all__ = ["FACTS", "SPOT", "TENANT", "Facts", "collect_facts"]
 

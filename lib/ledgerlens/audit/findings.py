@@ -8,8 +8,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-from ledgerlens import schemas
 from ledgerlens.audit.names import ml_namespace, ml_tenant
+from ledgerlens.inventory import schemas
 
 # Kinds of the Pulsar audit (``audit.rules``)
 PULSAR_KINDS: tuple[str, ...] = (

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ledgerlens.config import ZooKeeperSource
 from ledgerlens.errors import LedgerLensError, SourceError
+from ledgerlens.settings.config import ZooKeeperSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

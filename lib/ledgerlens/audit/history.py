@@ -38,8 +38,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ledgerlens import schemas
 from ledgerlens.errors import ConfigError
+from ledgerlens.inventory import schemas
 
 __all__ = [
     "DEFAULT_KEEP",

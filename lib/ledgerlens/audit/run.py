@@ -8,7 +8,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ledgerlens import schemas
 from ledgerlens.audit import rules, suspicious
 from ledgerlens.audit.facts import Facts, collect_facts
 from ledgerlens.audit.findings import order_findings, to_findings, with_owners
@@ -24,8 +23,9 @@ from ledgerlens.audit.references import (
     with_bucket_owners,
 )
 from ledgerlens.audit.rules.offload_objects import offload_contexts_of, offload_object_rules
-from ledgerlens.config import AuditConfig
-from ledgerlens.spark import adapts
+from ledgerlens.inventory import schemas
+from ledgerlens.runtime.spark import adapts
+from ledgerlens.settings.config import AuditConfig
 
 REQUIRED = ("bk_ledgers", "managed_ledgers", "ml_ledgers", "cursors", "schema_ledgers", "namespace_policies")
 BOOKIE_TABLES = ("bucket_snapshots", "cursor_positions")  # present when entries were read from bookies

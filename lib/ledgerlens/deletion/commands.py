@@ -201,8 +201,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    from ledgerlens.config import parse_duration
     from ledgerlens.deletion.approval import approve
+    from ledgerlens.settings.config import parse_duration
 
     approval = approve(
         args.plan,
@@ -223,10 +223,10 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from ledgerlens import contexts
     from ledgerlens.deletion.journal import Journal
     from ledgerlens.deletion.metrics import DeletionMetrics
     from ledgerlens.deletion.publish import publish, pulsar_client
+    from ledgerlens.settings import contexts
 
     state = _sandbox_state(args.pulsar_sandbox)
     if args.pulsar_sandbox and not args.service_url and not state.get("service_url"):
@@ -269,12 +269,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 def deleter_config(args: argparse.Namespace) -> Any:
     """DeleterConfig from the ``deleter`` arguments, resolved like every input
-    (``ledgerlens.contexts``: default < ``--context`` < ``LEDGERLENS_*`` < flags; ``--sandbox``
+    (``ledgerlens.settings.contexts``: default < ``--context`` < ``LEDGERLENS_*`` < flags; ``--sandbox``
     fills the flags left empty)."""
-    from ledgerlens import contexts
-    from ledgerlens.config import parse_duration
     from ledgerlens.deletion.deleter import DeleterConfig
     from ledgerlens.deletion.verify import Roots
+    from ledgerlens.settings import contexts
+    from ledgerlens.settings.config import parse_duration
 
     state = _sandbox_state(args.sandbox)
     for flag, hosts in [("--bookkeeper-zookeeper", args.bookkeeper_zookeeper)] + [

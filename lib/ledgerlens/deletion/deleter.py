@@ -42,7 +42,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ledgerlens.config import S3Source
 from ledgerlens.deletion import messages as m
 from ledgerlens.deletion import verify as v
 from ledgerlens.deletion.actions import ACTIONS, ActionContext, Work
@@ -54,7 +53,8 @@ from ledgerlens.deletion.publish import pulsar_client
 from ledgerlens.deletion.references import DEFAULT_MAX_AGE_S, ReferenceIndex, ReferenceScanner
 from ledgerlens.deletion.status import in_flight
 from ledgerlens.errors import DecodeError
-from ledgerlens.redact import redact
+from ledgerlens.settings.config import S3Source
+from ledgerlens.settings.redact import redact
 
 DLQ_SUBSCRIPTION = "ledgerlens-dlq"
 

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledgerlens.config import parse_duration
 from ledgerlens.errors import ConfigError, LedgerLensError
 from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.references import owners_of
+from ledgerlens.settings.config import parse_duration
 
 PLAN_FORMAT = "ledgerlens-deletion-plan/1"
 

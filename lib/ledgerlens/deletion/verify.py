@@ -137,7 +137,7 @@ def children_many(client: Any, paths: Iterable[str]) -> dict[str, list[str] | _A
 
 
 def _err(e: Exception) -> str:
-    from ledgerlens.redact import redact
+    from ledgerlens.settings.redact import redact
 
     return redact(f"{type(e).__name__}: {e}")[:300]
 

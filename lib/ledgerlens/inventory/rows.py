@@ -1,4 +1,4 @@
-"""Inventory rows from decoded metadata: one function per table of ``ledgerlens.schemas`` (a ledger,
+"""Inventory rows from decoded metadata: one function per table of ``ledgerlens.inventory.schemas`` (a ledger,
 a managed ledger and its ledger list, a cursor, a schema locator, a namespace's policies), pure: bytes
 and a znode's times in, rows out. Every source builds its rows here (the live ZooKeeper scan, its
 snapshots, the admin API), so a table means the same whichever source filled it.
@@ -17,7 +17,6 @@ from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
 
-from ledgerlens import schemas
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.managed_ledger import decode_cursor, decode_managed_ledger
@@ -25,6 +24,7 @@ from ledgerlens.formats.names import decode_component, parse_managed_ledger
 from ledgerlens.formats.paths import ledger_id_from_path
 from ledgerlens.formats.policies import decode_namespace_policies
 from ledgerlens.formats.schema import decode_schema_locator
+from ledgerlens.inventory import schemas
 
 
 class ZnodeTimes(Protocol):

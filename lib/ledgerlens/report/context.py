@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ledgerlens.config import AuditConfig, S3Source, ZooKeeperSource
-from ledgerlens.redact import redact
 from ledgerlens.report.text import human_time
+from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens.settings.redact import redact
 
 SCANNED_TABLES = (
     "bk_ledgers",

@@ -1,7 +1,7 @@
 """Findings that explain themselves: a reason a person reads, the next step, the rule.
 
 Every view of a finding (report, explorer, CLI summary) goes through ``explain``: it turns one
-findings row (columns of ``ledgerlens.schemas.FINDINGS``) into an ``Explanation``:
+findings row (columns of ``ledgerlens.inventory.schemas.FINDINGS``) into an ``Explanation``:
 
 - ``reason``: one sentence saying what was found and why it matters, with this finding's names;
 - ``next_step``: what to run or check, as concrete commands with the names filled in

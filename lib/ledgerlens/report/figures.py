@@ -1,6 +1,6 @@
 """Plotly figures over the findings table.
 
-Pure functions: a pandas findings frame (columns of ``ledgerlens.schemas.FINDINGS``) goes in, a
+Pure functions: a pandas findings frame (columns of ``ledgerlens.inventory.schemas.FINDINGS``) goes in, a
 ``plotly.graph_objects.Figure`` comes out, drawn with the house template ``TEMPLATE``. Nothing is
 shown or written here; notebooks decide how figures are rendered (``use_offline_renderer``: inline,
 no CDN; ``static=True``: bar figures as inline SVG, ``report.svg``, so a report carries no plotly.js).

@@ -26,11 +26,11 @@ from typing import Any
 
 import pandas as pd
 
-from ledgerlens.console import worst_finding
 from ledgerlens.report.context import TABLE_LABELS
 from ledgerlens.report.explanations import (
     AuditedWhere,
     Explanation,
+    Finding,
     explain,
     parse_evidence,
     rule_sections,
@@ -175,7 +175,7 @@ def banner_html(
     summary: Mapping[str, Any], context: Mapping[str, Any] | None = None, findings: pd.DataFrame | None = None
 ) -> str:
     """The status banner: what state the cluster's storage is in, in one line, and with ``findings``
-    the worst of them by name (``console.worst_finding``: the first in impact order)."""
+    the worst of them by name (``worst_finding``: the first in impact order)."""
     state, headline = status(summary, context)
     sizes = summary.get("bytes_by_severity") or {}
     details = []
@@ -710,6 +710,24 @@ def top_findings(df: pd.DataFrame, n: int = 50) -> pd.DataFrame:
     return order_findings(df).iloc[:n] if not df.empty else df
 
 
+def worst_finding(findings: Any) -> str:
+    """``'missing_ledger ledger 42 of persistent://t/ns/x'``: the most severe, largest finding."""
+    if findings is None or len(findings) == 0:
+        return ""
+    row = top_findings(pd.DataFrame(findings), 1).iloc[0].to_dict()
+    f = Finding(row)
+    what = [f.kind]
+    if f.ledger_id is not None:
+        what.append(f"ledger {f.ledger_id}")
+    elif f.object_key:
+        what.append(f"object {f.object_key}")
+    elif f.path:
+        what.append(f.path)
+    if f.topic or f.managed_ledger:
+        what.append(f"of {f.owner}")
+    return " ".join(what)
+
+
 def _cell(column: str, value: Any) -> str:
     if value is None or is_missing(value):
         return ""
@@ -786,7 +804,7 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
 def context_markdown(context: Mapping[str, Any] | None) -> list[str]:
     """Lines of markdown: the context's name and every resolved setting with its origin.
 
-    ``context`` is ``summary["context"]`` (``ledgerlens.contexts.Settings.public()``, redacted).
+    ``context`` is ``summary["context"]`` (``ledgerlens.settings.contexts.Settings.public()``, redacted).
     """
     if not context:
         return []

@@ -27,7 +27,7 @@ import json
 import threading
 from typing import Any, NoReturn
 
-from ledgerlens.redact import literal_secrets, redact, redact_notebook, redact_obj
+from ledgerlens.settings.redact import literal_secrets, redact, redact_notebook, redact_obj
 
 SCHEME = "ledgerlens+redact://"
 """The name of ledgerlens' ``papermill.io`` entry point (a scheme prefix to papermill): not a location."""
@@ -80,7 +80,7 @@ _CELLS = _CellCache()
 
 def redact_notebook_text(buf: str) -> str:
     """A serialized notebook (as papermill writes it) with every credential redacted
-    (``ledgerlens.redact.redact_notebook``); ``buf`` itself when there is nothing to redact."""
+    (``ledgerlens.settings.redact.redact_notebook``); ``buf`` itself when there is nothing to redact."""
     try:
         nb = json.loads(buf)
     except ValueError:

@@ -6,7 +6,7 @@
   runbook instructions, no stderr).
 
 Credentials never appear in a report: the executed notebook and the HTML pass through
-``ledgerlens.redact.redact`` before they are written (URL userinfo, tokens, keys, the values of
+``ledgerlens.settings.redact.redact`` before they are written (URL userinfo, tokens, keys, the values of
 secret environment variables); ``check_no_secrets`` refuses runbook parameters that hold a secret.
 papermill itself, however it is run (the ``papermill`` command, ``papermill.execute_notebook``),
 writes every notebook redacted: ``ledgerlens.report.papermill_redact``, loaded through papermill's
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import LedgerLensError
-from ledgerlens.redact import leaked_names, redact, redact_html, redact_notebook
-from ledgerlens.redact import secret_values as secret_values
+from ledgerlens.settings.redact import leaked_names, redact, redact_html, redact_notebook
+from ledgerlens.settings.redact import secret_values as secret_values
 
 RECORD_KEY = "ledgerlens"
 """Output metadata key that marks a recorded result: ``{"ledgerlens": <name>}``."""
@@ -134,7 +134,7 @@ def check_no_secrets(text: str, where: str, env: Mapping[str, str] | None = None
 
 def relocate_notebook(path: str | Path, staging: str | Path, final: str | Path) -> Path:
     """Rewrite the notebook ``path`` so that paths under ``staging`` read as under ``final`` (where
-    the run's results are published, ``ledgerlens.outdir``)."""
+    the run's results are published, ``ledgerlens.runtime.outdir``)."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     moved = text.replace(str(Path(staging)), str(Path(final)))
@@ -144,7 +144,7 @@ def relocate_notebook(path: str | Path, staging: str | Path, final: str | Path) 
 
 
 def redact_notebook_file(path: str | Path) -> Path:
-    """Rewrite the notebook ``path`` with every credential redacted (``ledgerlens.redact``)."""
+    """Rewrite the notebook ``path`` with every credential redacted (``ledgerlens.settings.redact``)."""
     path = Path(path)
     nb = json.loads(path.read_text(encoding="utf-8"))
     clean = redact_notebook(nb)
@@ -243,7 +243,7 @@ def to_html(
     dropped (widgets need a live kernel), cells tagged ``instructions`` (the runbook's words to
     the person running it) are left out, code cells are hidden unless ``exclude_input=False``, and
     stderr streams (Spark's log and progress lines) are left out unless ``keep_stderr=True`` (the
-    executed notebook keeps everything). Credentials are redacted (``ledgerlens.redact``).
+    executed notebook keeps everything). Credentials are redacted (``ledgerlens.settings.redact``).
     """
     import nbformat
     from jinja2 import DictLoader

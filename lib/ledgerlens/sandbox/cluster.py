@@ -6,7 +6,7 @@ findings an audit with default ``AuditConfig`` and ``as_of_ms = now_ms`` must re
 :func:`generate_bulk` writes a large healthy cluster fast, for benchmarks.
 
 Conventions of ``GroundTruth.expected`` where docs/audit-rules.md leaves a column open (checked
-against the pipeline's output, ``ledgerlens.pipeline.run``):
+against the pipeline's output, ``ledgerlens.audit.pipeline.run``):
 
 - ``path``: the ledger znode for ``orphan_ledger``, ``unattributed_ledger`` and BookKeeper
   ``corrupt_metadata``; the referencing cursor znode / schema locator for ``missing_ledger`` from a
@@ -42,11 +42,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ledgerlens.inventory.schemas import FINDING_KEYS
 from ledgerlens.proto import bookkeeper_pb2 as bk
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.proto import schema_storage_pb2 as schpb
 from ledgerlens.sandbox import wire
-from ledgerlens.schemas import FINDING_KEYS
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE

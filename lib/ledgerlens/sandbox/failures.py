@@ -54,13 +54,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ledgerlens.config import AuditConfig
 from ledgerlens.errors import SandboxError
 from ledgerlens.formats.managed_ledger import decode_managed_ledger
 from ledgerlens.formats.names import encode_component
 from ledgerlens.formats.offload import ledger_object_keys
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.uuids import uuid_to_bits
+from ledgerlens.inventory.schemas import FINDING_KEYS
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, make_client, topic_path
 from ledgerlens.sandbox.seed import (
@@ -79,7 +79,7 @@ from ledgerlens.sandbox.seed import (
     wait_for,
     zk_client,
 )
-from ledgerlens.schemas import FINDING_KEYS
+from ledgerlens.settings.config import AuditConfig
 
 MAX_AGE_S = 30  # planted anomalies are older than this when plant() returns
 

@@ -30,9 +30,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ledgerlens.config import cache_dir
 from ledgerlens.errors import SandboxError
 from ledgerlens.sandbox.servers import _tail, free_port, pid_alive, stop_pid
+from ledgerlens.settings.config import cache_dir
 
 PULSAR_VERSION = "4.0.8"
 CLUSTER = "standalone"

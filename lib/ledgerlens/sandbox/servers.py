@@ -22,8 +22,8 @@ from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
-from ledgerlens.config import cache_dir
 from ledgerlens.errors import SandboxError
+from ledgerlens.settings.config import cache_dir
 
 ZOOKEEPER_VERSION = "3.9.3"
 _ZK_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"

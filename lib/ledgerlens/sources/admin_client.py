@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ledgerlens.config import SecretRef
 from ledgerlens.errors import ConfigError, SourceError
+from ledgerlens.settings.config import SecretRef
 from ledgerlens.sources.reach import RateLimiter, tcp_problem, within
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})

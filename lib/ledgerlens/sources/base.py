@@ -3,7 +3,7 @@
 A source is a small, picklable object that knows one store (a live ZooKeeper, a ZooKeeper data
 directory, an admin API, an S3 bucket). For each collection *stage* it provides, it plans its own
 partitions on the driver (cheap listings only) and turns a list of partitions into rows of the
-inventory tables on an executor. It never calls back into the scheduler: ``ledgerlens.collect``
+inventory tables on an executor. It never calls back into the scheduler: ``ledgerlens.inventory.collect``
 only schedules partitions as Spark tasks, hands each task its share of the rate limit and writes
 the tables.
 
@@ -48,7 +48,7 @@ PULSAR_STAGES: tuple[str, ...] = ("managed_ledgers", "schema_ledgers", "namespac
 
 # One row of an inventory table: (table name, column -> value); absent columns are null. A source
 # that reads millions of rows may hand out many at once: (table name, an Arrow record batch of the
-# table's schema, as ``ledgerlens.schemas`` defines it).
+# table's schema, as ``ledgerlens.inventory.schemas`` defines it).
 Row = tuple[str, "dict[str, Any] | pa.RecordBatch"]
 
 

@@ -26,7 +26,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledgerlens.config import BookieSource
 from ledgerlens.errors import (
     BookieError,
     BookieUnavailableError,
@@ -37,6 +36,7 @@ from ledgerlens.errors import (
 )
 from ledgerlens.formats import bookie_wire as w
 from ledgerlens.formats.bookkeeper import LedgerMetadata
+from ledgerlens.settings.config import BookieSource
 
 __all__ = ["BookieClient", "BookieStats", "LedgerHandle", "resolve_bookie"]
 

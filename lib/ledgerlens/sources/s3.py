@@ -17,9 +17,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ledgerlens.config import S3Source
 from ledgerlens.errors import SourceError
 from ledgerlens.formats.offload import parse_offload_key
+from ledgerlens.settings.config import S3Source
 from ledgerlens.sources.base import InventorySource, Row
 
 __all__ = [

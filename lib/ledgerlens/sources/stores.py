@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ledgerlens.config import ZooKeeperSource
 from ledgerlens.errors import ConfigError
+from ledgerlens.settings.config import ZooKeeperSource
 from ledgerlens.sources.admin import AdminApi, AdminSource, parse_admin_url
 from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource
 from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot

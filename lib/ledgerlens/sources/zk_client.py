@@ -27,8 +27,8 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
-from ledgerlens.config import ZooKeeperAuth
 from ledgerlens.errors import SourceError
+from ledgerlens.settings.config import ZooKeeperAuth
 from ledgerlens.sources.reach import RateLimiter
 
 __all__ = ["MultiReadReply", "NodeRead", "PipelinedReader", "ScanStats", "connect"]

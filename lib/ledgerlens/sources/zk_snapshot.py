@@ -71,7 +71,7 @@ def parse_until(text: str) -> tuple[str, int] | None:
 
     A decimal number is a zxid when it has fewer than 13 digits (epoch ms have 13), else a time.
     """
-    from ledgerlens.config import parse_time_ms
+    from ledgerlens.settings.config import parse_time_ms
 
     t = (text or "").strip()
     if not t:

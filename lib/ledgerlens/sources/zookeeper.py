@@ -20,7 +20,6 @@ from kazoo.exceptions import (
     NoNodeError,
 )
 
-from ledgerlens.config import ZooKeeperSource
 from ledgerlens.errors import SourceError
 from ledgerlens.formats.paths import is_ledger_level1, is_special_znode, ledger_id_from_path
 from ledgerlens.inventory.rows import (
@@ -36,6 +35,7 @@ from ledgerlens.inventory.rows import (
     policy_row,
     schema_rows,
 )
+from ledgerlens.settings.config import ZooKeeperSource
 from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource, Row
 from ledgerlens.sources.zk_client import (
     MultiReadReply,

@@ -7,7 +7,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from ledgerlens.audit.rules.common import ML_COMPONENT, OFFLOAD_COLUMNS, false_if_null, offload_complete
-from ledgerlens.config import AuditConfig
+from ledgerlens.settings.config import AuditConfig
 
 
 def is_offloaded() -> Column:

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 from ledgerlens.audit.findings import age_seconds, finding
 from ledgerlens.audit.frames import Look
 from ledgerlens.audit.rules.common import false_if_null
-from ledgerlens.config import AuditConfig
+from ledgerlens.settings.config import AuditConfig
 
 IDLE = "idle_cursors"  # the look of idle_cursor_look
 IDLE_BROADCAST_ROWS = 100_000

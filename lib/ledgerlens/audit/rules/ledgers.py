@@ -18,9 +18,9 @@ from ledgerlens.audit.ownership import is_owned, tenant_of_name
 from ledgerlens.audit.references import BUCKET_TAG, ML_TAG, SCHEMA_TAG, owner_prefixes
 from ledgerlens.audit.rules.common import KNOWN_COMPONENTS, ML_COMPONENT, false_if_null, offload_complete
 from ledgerlens.audit.rules.conditions import OFFLOAD_ROW, is_candidate, is_offloaded, selected
-from ledgerlens.config import AuditConfig
 from ledgerlens.formats.references import COMPACTION_CURSOR
-from ledgerlens.spark import adapts, interprets
+from ledgerlens.runtime.spark import adapts, interprets
+from ledgerlens.settings.config import AuditConfig
 
 
 def _not_hidden(prefixes: Column) -> Column:

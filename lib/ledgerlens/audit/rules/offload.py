@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from ledgerlens.audit.findings import age_seconds, explode_findings, raw_finding
 from ledgerlens.audit.frames import Look
 from ledgerlens.audit.rules.common import ML_COMPONENT, false_if_null, offload_complete
-from ledgerlens.config import AuditConfig
+from ledgerlens.settings.config import AuditConfig
 
 STREAMING = "streaming"  # the looks of streaming_looks
 
@@ -42,7 +42,7 @@ def _orphans(objects: Column, uuid: Column, ledger_id: Column, config: AuditConf
     """Orphan candidates for the old enough objects of an unreferenced group.
 
     An object's managed ledger is unknown until re-verification reads its user metadata, so the
-    blind-spot check happens there (``ledgerlens.reverify``), not here.
+    blind-spot check happens there (``ledgerlens.audit.reverify``), not here.
     """
     cut = config.as_of_ms - config.min_orphan_age_s * 1000
     return F.transform(

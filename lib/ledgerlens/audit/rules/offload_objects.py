@@ -25,8 +25,8 @@ from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds, raw_finding
 from ledgerlens.audit.materialize import Intermediates
-from ledgerlens.config import AuditConfig
 from ledgerlens.offload.verify import RELATIVE_TO_INDEX
+from ledgerlens.settings.config import AuditConfig
 
 __all__ = ["ObjectVerdicts", "offload_object_rules"]
 

@@ -19,8 +19,8 @@ from ledgerlens.audit.rules.conditions import (
     selected,
 )
 from ledgerlens.audit.rules.retention import ManagedLedgerReferences
-from ledgerlens.config import AuditConfig
-from ledgerlens.spark import interprets
+from ledgerlens.runtime.spark import interprets
+from ledgerlens.settings.config import AuditConfig
 
 
 def join_bookkeeper(bk_ledgers: DataFrame, references: DataFrame) -> DataFrame:

@@ -10,8 +10,8 @@ from ledgerlens.audit.id_filter import IdFilter
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.audit.names import ml_namespace
 from ledgerlens.audit.rules.common import MB, ML_COMPONENT, OFFLOAD_COLUMNS, false_if_null
-from ledgerlens.config import AuditConfig
-from ledgerlens.spark import interprets
+from ledgerlens.runtime.spark import interprets
+from ledgerlens.settings.config import AuditConfig
 
 
 def policies_by_namespace(policies: DataFrame, config: AuditConfig) -> DataFrame:

@@ -7,11 +7,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ledgerlens.config import S3Source
 from ledgerlens.deletion import messages as m
 from ledgerlens.deletion.outcomes import Decision, Mismatch, Outcome
 from ledgerlens.deletion.references import ReferenceIndex, Roots
 from ledgerlens.deletion.verify import LiveReader, Verdict
+from ledgerlens.settings.config import S3Source
 
 
 @dataclass

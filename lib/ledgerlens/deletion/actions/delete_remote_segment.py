@@ -159,7 +159,7 @@ class KafkaLive:
 
 
 def _err(e: BaseException) -> str:
-    from ledgerlens.redact import redact
+    from ledgerlens.settings.redact import redact
 
     return redact(f"{type(e).__name__}: {e}")[:300]
 

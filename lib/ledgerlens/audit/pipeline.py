@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledgerlens import schemas
 from ledgerlens.audit.history import (
     HISTORY_DIR,
     Comparison,
@@ -26,12 +25,13 @@ from ledgerlens.audit.history import (
     warn,
     write_resolved,
 )
-from ledgerlens.config import AuditConfig, BookieSource, S3Source, ZooKeeperSource
-from ledgerlens.console import Progress, as_progress
 from ledgerlens.errors import SourceError
-from ledgerlens.outdir import OutputDir, published_dir
-from ledgerlens.redact import redact_obj
-from ledgerlens.spark import sized_for
+from ledgerlens.inventory import schemas
+from ledgerlens.runtime.console import Progress, as_progress
+from ledgerlens.runtime.outdir import OutputDir, published_dir
+from ledgerlens.runtime.spark import sized_for
+from ledgerlens.settings.config import AuditConfig, BookieSource, S3Source, ZooKeeperSource
+from ledgerlens.settings.redact import redact_obj
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -145,7 +145,7 @@ def write_findings(
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from ledgerlens.redact import redact_nullable, secret_values
+    from ledgerlens.settings.redact import redact_nullable, secret_values
 
     head = findings.limit(DRIVER_FINDINGS + 1).toArrow()
     if head.num_rows > DRIVER_FINDINGS:
@@ -166,11 +166,11 @@ def write_findings(
 
 
 def redacted_evidence(findings: DataFrame) -> DataFrame:
-    """``findings`` with credentials redacted from ``evidence`` (``ledgerlens.redact``); the
+    """``findings`` with credentials redacted from ``evidence`` (``ledgerlens.settings.redact``); the
     identifying columns are left as they are."""
     from pyspark.sql import functions as F
 
-    from ledgerlens.redact import redact_nullable, secret_values
+    from ledgerlens.settings.redact import redact_nullable, secret_values
 
     env = secret_values()  # the driver's: executors may have started before a secret was set
 
@@ -284,15 +284,15 @@ def run(
     """Collect, audit, re-verify and publish ``findings.parquet``, ``summary.json`` and the
     inventory under ``out_dir``.
 
-    One run at a time per ``out_dir`` (``ledgerlens.outdir``): everything is written to a private
+    One run at a time per ``out_dir`` (``ledgerlens.runtime.outdir``): everything is written to a private
     staging directory and published whole at the end; on any error ``out_dir`` is left as it was.
     ``output``: the caller's already acquired ``OutputDir`` of ``out_dir`` (the CLI takes the lock
     before Spark starts), else this call takes and releases it. A store lost mid-run raises a
     one-line ``SourceError`` naming the store and the phase; implausible inputs raise
     ``ImplausibleInputError`` unless ``allow_empty_metadata`` (docs/audit-rules.md).
 
-    ``progress``: one display across the four phases (``ledgerlens.console.Progress``), or a flag.
-    ``context`` (``ledgerlens.contexts.Settings.public()``: the context's name and the resolved
+    ``progress``: one display across the four phases (``ledgerlens.runtime.console.Progress``), or a flag.
+    ``context`` (``ledgerlens.settings.contexts.Settings.public()``: the context's name and the resolved
     settings, secrets redacted) is recorded in the summary as ``context``. ``stores`` names the
     BookKeeper and Pulsar metadata stores (``ledgerlens.sources.stores``); without it ``zk`` is one
     live ZooKeeper holding both. ``cluster_name`` is the audited Pulsar cluster (default: the
@@ -396,8 +396,8 @@ def _phases(
     history: HistoryOptions | None = None,
 ) -> AuditRun:
     """The phases of one run into ``od.staging``; ``phase[0]`` names the phase under way."""
-    from ledgerlens.collect import collect_inventory
     from ledgerlens.errors import ConfigError
+    from ledgerlens.inventory.collect import collect_inventory
     from ledgerlens.sources.stores import Stores
 
     if stores is None:
@@ -476,10 +476,10 @@ def _audit_phases(
     from ledgerlens.audit.disk import write_disk_usage
     from ledgerlens.audit.findings import summary_of, summary_rows
     from ledgerlens.audit.materialize import release
+    from ledgerlens.audit.reverify import REVERIFIED_KINDS, reverify
     from ledgerlens.audit.run import inventory_facts
-    from ledgerlens.collect import load_inventory
     from ledgerlens.errors import ConfigError
-    from ledgerlens.reverify import REVERIFIED_KINDS, reverify
+    from ledgerlens.inventory.collect import load_inventory
 
     out = od.staging
 

@@ -2,7 +2,7 @@
 
 A Spark session's JVM loads and verifies about twelve thousand classes before its first job: about
 half of the time a session and one trivial job take. ``ledgerlens warm-up``
-(``ledgerlens.warm_up``) writes them once to an archive (HotSpot's dynamic class data sharing,
+(``ledgerlens.runtime.warm_up``) writes them once to an archive (HotSpot's dynamic class data sharing,
 ``-XX:ArchiveClassesAtExit``): it starts Spark the way the CLI does, runs a few small queries and
 an audit of an empty inventory, and the JVM writes every class it loaded as it exits. Sessions that
 ``spark.configure`` sets up on a local master afterwards map that archive
@@ -24,7 +24,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ledgerlens.config import cache_dir
+from ledgerlens.settings.config import cache_dir
 
 __all__ = [
     "DISABLE_ENV",

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledgerlens.config import (
+from ledgerlens.errors import ConfigError
+from ledgerlens.settings.config import (
     AuditConfig,
     S3Source,
     SecretRef,
@@ -48,8 +49,7 @@ from ledgerlens.config import (
     parse_duration,
     parse_time_ms,
 )
-from ledgerlens.errors import ConfigError
-from ledgerlens.redact import redact, register_secret
+from ledgerlens.settings.redact import redact, register_secret
 
 if TYPE_CHECKING:
     from ledgerlens.sources.admin import AdminApi
@@ -434,7 +434,7 @@ def check_connect_string(key: str, value: str, where: str) -> None:
     """A ZooKeeper connect string (or a store spec holding one) without credentials: ``user:password@``
     is refused with the value redacted; a plain ``--zookeeper`` value must also parse, as the audit
     parses it (``preflight.parse_connect_string``), so ``contexts check`` and ``audit`` agree."""
-    from ledgerlens.preflight import parse_connect_string
+    from ledgerlens.runtime.preflight import parse_connect_string
 
     kind, sep, location = value.partition(":")
     spec = key != "metadata.zookeeper" and sep and kind in ("zk", "zookeeper", "admin", "zk-snapshot")

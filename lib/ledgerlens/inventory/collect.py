@@ -29,12 +29,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ledgerlens import schemas
-from ledgerlens.config import BookieSource, S3Source, ZooKeeperSource
-from ledgerlens.console import Progress, stage_bar
 from ledgerlens.errors import SourceError
+from ledgerlens.inventory import schemas
+from ledgerlens.runtime.console import Progress, stage_bar
+from ledgerlens.runtime.spark import INTERPRETED_ROWS
+from ledgerlens.settings.config import BookieSource, S3Source, ZooKeeperSource
 from ledgerlens.sources.base import PULSAR_STAGES, STAGE_TABLES, STAGES, InventorySource
-from ledgerlens.spark import INTERPRETED_ROWS
 
 __all__ = ["Inventory", "collect_inventory", "default_sources", "load_inventory", "table_path"]
 

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledgerlens import schemas
 from ledgerlens.audit.history import (
     HISTORY_DIR,
     Comparison,
@@ -24,9 +23,10 @@ from ledgerlens.audit.history import (
     warn,
     write_resolved,
 )
+from ledgerlens.audit.pipeline import AuditRun, write_findings
+from ledgerlens.inventory import schemas
 from ledgerlens.kafka.audit import KafkaAuditConfig
-from ledgerlens.pipeline import AuditRun, write_findings
-from ledgerlens.redact import redact_obj
+from ledgerlens.settings.redact import redact_obj
 from ledgerlens.sources.kafka_metadata import KafkaSource
 from ledgerlens.sources.remote_storage import RemoteStore
 
@@ -58,8 +58,8 @@ def run(
 
     from ledgerlens.audit.findings import order_findings, summarize
     from ledgerlens.kafka.audit import run_kafka_audit
-    from ledgerlens.kafka.collect import collect_kafka_inventory, load_kafka_inventory
-    from ledgerlens.kafka.reverify import KAFKA_REVERIFIED_KINDS, reverify_kafka
+    from ledgerlens.kafka.remote_inventory import collect_kafka_inventory, load_kafka_inventory
+    from ledgerlens.kafka.remote_reverify import KAFKA_REVERIFIED_KINDS, reverify_kafka
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledgerlens.config import S3Source, ZooKeeperSource
 from ledgerlens.errors import LedgerLensError, SourceError
 from ledgerlens.formats import managed_ledger as mlf
 from ledgerlens.formats import references as refs
@@ -34,6 +33,7 @@ from ledgerlens.formats.names import encode_component, parse_managed_ledger, top
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.schema import decode_schema_locator
+from ledgerlens.settings.config import S3Source, ZooKeeperSource
 from ledgerlens.sources.zk_client import PipelinedReader, connect
 from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot
 

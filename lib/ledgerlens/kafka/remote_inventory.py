@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ledgerlens import schemas
+from ledgerlens.inventory import schemas
 from ledgerlens.kafka.replay import Replay, replay
 from ledgerlens.sources.kafka_metadata import (
     KafkaSource,

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledgerlens.audit.reverify import Verdicts
 from ledgerlens.errors import LedgerLensError
 from ledgerlens.kafka.replay import replay
-from ledgerlens.reverify import Verdicts
 from ledgerlens.sources.kafka_metadata import KafkaSource, PartitionRange, end_offsets, read_partition
 from ledgerlens.sources.remote_storage import RemoteStore, object_exists
 

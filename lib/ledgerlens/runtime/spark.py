@@ -16,9 +16,9 @@ from typing import IO
 
 from pyspark.sql import SparkSession
 
-from ledgerlens import class_archive
-from ledgerlens.config import cache_dir
-from ledgerlens.console import command_started, log4j2_quiet_config, say, verbose
+from ledgerlens.runtime import class_archive
+from ledgerlens.runtime.console import command_started, log4j2_quiet_config, say, verbose
+from ledgerlens.settings.config import cache_dir
 
 QUIET_ENV = "LEDGERLENS_QUIET_SPARK"
 """When set (the CLI sets it unless ``--debug`` or ``--verbose``), the JVM's stderr (its error log

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ledgerlens.errors import LedgerLensError
 
 if TYPE_CHECKING:
-    from ledgerlens.contexts import Settings
+    from ledgerlens.settings.contexts import Settings
 
 __all__ = ["CheckResult", "Probe", "check_context"]
 
@@ -54,7 +54,7 @@ class CheckResult:
         return all(p.ok for p in self.probes)
 
     def lines(self) -> list[str]:
-        from ledgerlens.redact import redact
+        from ledgerlens.settings.redact import redact
 
         width = max((len(p.store) for p in self.probes), default=0)
         return [redact(p.line(width)) for p in self.probes]

@@ -5,7 +5,7 @@ endpoint and bucket from ``DIR/state.json``, its clock (a generated cluster's ``
 thresholds (a planted Pulsar sandbox's ``max_age_s``) from ``DIR/ground_truth.json``, its cluster
 name, and dummy S3 credentials in this process's environment (the sandbox's S3 server accepts any;
 configured credentials are never replaced). The filled flags then go through
-``ledgerlens.contexts.resolve`` like any other flags or runbook parameters.
+``ledgerlens.settings.contexts.resolve`` like any other flags or runbook parameters.
 
 ``deletion_inputs(params, DIR)`` does the same for the approval runbook's files: the deletion plan
 ``DIR/plan.json`` (``ledgerlens plan --out DIR/plan.json``), the journal

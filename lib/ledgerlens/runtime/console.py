@@ -57,7 +57,7 @@ def log4j2_quiet_config() -> Path:
 
 def quiet() -> None:
     """No library noise in this process unless verbose: Python warnings of libraries, py4j and
-    Spark loggers at ERROR. (The JVM side is quieted by ``ledgerlens.spark.configure``.)"""
+    Spark loggers at ERROR. (The JVM side is quieted by ``ledgerlens.runtime.spark.configure``.)"""
     if verbose():
         return
     for name in ("py4j", "py4j.clientserver", "py4j.java_gateway", "pyspark", "kazoo", "botocore", "urllib3"):
@@ -544,30 +544,6 @@ def as_progress(progress: bool | Progress) -> Progress:
 
 
 # --- the final summary line ---------------------------------------------------------------------------
-
-
-def worst_finding(findings: Any) -> str:
-    """``'missing_ledger ledger 42 of persistent://t/ns/x'``: the most severe, largest finding."""
-    import pandas as pd
-
-    from ledgerlens.report.html import top_findings
-
-    if findings is None or len(findings) == 0:
-        return ""
-    row = top_findings(pd.DataFrame(findings), 1).iloc[0].to_dict()
-    from ledgerlens.report.explanations import Finding
-
-    f = Finding(row)
-    what = [f.kind]
-    if f.ledger_id is not None:
-        what.append(f"ledger {f.ledger_id}")
-    elif f.object_key:
-        what.append(f"object {f.object_key}")
-    elif f.path:
-        what.append(f.path)
-    if f.topic or f.managed_ledger:
-        what.append(f"of {f.owner}")
-    return " ".join(what)
 
 
 def summary_line(

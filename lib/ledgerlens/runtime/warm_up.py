@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ledgerlens.class_archive import archive_named, stem, written
+from ledgerlens.runtime.class_archive import archive_named, stem, written
 
 __all__ = ["WRITE_TIMEOUT_S", "warm_up"]
 
@@ -32,7 +32,7 @@ def warm_up() -> tuple[Path, int]:
     base.parent.mkdir(parents=True, exist_ok=True)
     tmp = base.with_name(f"{base.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "ledgerlens.warm_up", str(tmp)]
+    cmd = [sys.executable, "-m", "ledgerlens.runtime.warm_up", str(tmp)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=WRITE_TIMEOUT_S, check=False)
         if p.returncode != 0 or not written(tmp):
@@ -61,10 +61,10 @@ def _record(tmp: Path) -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from ledgerlens import schemas
     from ledgerlens.audit import run_audit
-    from ledgerlens.config import AuditConfig
-    from ledgerlens.spark import configure, sized_for
+    from ledgerlens.inventory import schemas
+    from ledgerlens.runtime.spark import configure, sized_for
+    from ledgerlens.settings.config import AuditConfig
 
     # local: the archive is of the JVM on this machine (a cluster master's driver maps none)
     builder = configure(

@@ -118,7 +118,7 @@ def register_secret(value: str) -> None:
     """Redact ``value`` too, wherever it appears in this process's outputs.
 
     For credentials read through a reference whose name does not look secret (a context's
-    ZooKeeper digest variable, token file, JAAS password: ``ledgerlens.contexts``).
+    ZooKeeper digest variable, token file, JAAS password: ``ledgerlens.settings.contexts``).
     """
     value = value.strip()
     if len(value) >= MIN_SECRET_LEN:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ledgerlens.errors import ConfigError
 
-RUNBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+RUNBOOKS_DIR = Path(__file__).resolve().parents[3] / "notebooks"
 
 SETTINGS = {
     "@jupyter-widgets/jupyterlab-manager/plugin.jupyterlab-settings": {"saveState": True},

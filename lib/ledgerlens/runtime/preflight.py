@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ledgerlens.config import S3Source, ZooKeeperSource
 from ledgerlens.errors import ConfigError, SourceError
-from ledgerlens.redact import redact
+from ledgerlens.settings.config import S3Source, ZooKeeperSource
+from ledgerlens.settings.redact import redact
 from ledgerlens.sources.admin_client import ADMIN_TIMEOUT_S, AdminApi, AdminClient, admin_clusters, admin_get
 from ledgerlens.sources.reach import tcp_problem
 
@@ -285,7 +285,7 @@ def preflight(
     (one line, naming the setting or the server).
     """
     from ledgerlens.audit.gates import check_snapshot_structure, check_structure, lopsided_error
-    from ledgerlens.outdir import check_writable
+    from ledgerlens.runtime.outdir import check_writable
     from ledgerlens.sources.admin import AdminSource
     from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES
     from ledgerlens.sources.stores import Stores

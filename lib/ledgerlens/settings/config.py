@@ -3,7 +3,7 @@
 Connection settings name servers only; credentials never live here, only references to them
 (:class:`SecretRef`: an environment variable's name or a file path), read where a connection is
 made. S3 credentials come from boto3's standard chain (environment, profile, instance role).
-Contexts (``ledgerlens.contexts``) resolve these settings from a file, the environment and flags.
+Contexts (``ledgerlens.settings.contexts``) resolve these settings from a file, the environment and flags.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""What every command runs on: Spark, the console, the output directory, preflight checks."""

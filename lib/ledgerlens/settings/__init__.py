@@ -1,0 +1,1 @@
+"""Settings: the cluster contexts, config files, secrets by reference, the runbooks' inputs."""
