@@ -532,6 +532,11 @@ def _progress(args: argparse.Namespace, *, bar: bool | None = None) -> Any:
     return Progress(enabled=not args.no_progress, title=title, started=started, bar=bar)
 
 
+CHECKS_QUIET_S = 11.0
+"""The store checks are said only once they last this long: each check has its own bound (10 s at
+most, ``runtime.preflight``), so a dead endpoint fails in its one error line and nothing before it."""
+
+
 def _checking(stores: Any, s3: Any) -> str:
     """What the preflight checks, in words (no address: connect strings may carry credentials)."""
     n = len(list(stores.sources())) if stores is not None else 1
@@ -588,7 +593,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     master, conf = settings["spark.master"], settings["spark.conf"]
     allow = bool(getattr(args, "allow_empty_metadata", False))
-    with bar.waiting(_checking(stores, s3), done="stores checked", say_after=1.0):
+    with bar.waiting(_checking(stores, s3), done="stores checked", say_after=CHECKS_QUIET_S):
         seen = _preflight(
             zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores
         )
@@ -776,7 +781,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not notebook.is_file():
         raise ConfigError(f"runbook {notebook} not found: pass --notebook PATH")
     allow = bool(getattr(args, "allow_empty_metadata", False))
-    with bar.waiting(_checking(stores, s3), done="stores checked", say_after=1.0):
+    with bar.waiting(_checking(stores, s3), done="stores checked", say_after=CHECKS_QUIET_S):
         _preflight(zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores)
     _local_python(master)  # inherited by the notebook's kernel
     history = _history(settings)

@@ -353,8 +353,9 @@ def test_collection_through_the_api_shows_progress(bk_hosts: str, http: _Http, t
     )
     report = f"exit {code} after {elapsed:.1f}s\nstderr:\n" + "\n".join(err) + f"\nstdout:\n{out}"
     assert code == 0, report
-    said = [line.split("] ", 1)[1].split(" (")[0] for line in err if line.startswith("[")]
-    assert len(said) == len(err), report  # progress lines only
+    assert err[0].startswith("ledgerlens audit: started "), report  # when, on the wall clock (UTC)
+    said = [line.split("] ", 1)[1].split(" (")[0] for line in err[1:] if line.startswith("[")]
+    assert len(said) == len(err) - 1, report  # progress lines only
     stages = [s.split()[-1] for s in said if s.startswith("collect ") and "/" in s.split()[1]]
     assert sorted(stages) == ["bk_ledgers", "managed_ledgers", "namespace_policies", "schema_ledgers"], report
     for phase in ("collect", "audit", "re-verify", "write"):

@@ -11,6 +11,7 @@ returning an annotated, empty figure; ``report_figures`` returns only the figure
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
@@ -79,7 +80,9 @@ class OfflineRenderer(MimetypeRenderer):
                 config={"displaylogo": False, "responsive": True},
             )
             self.sent["plotlyjs"] = True
-        return {"application/vnd.plotly.v1+json": fig.to_plotly_json(), "text/html": html}
+        # through plotly's JSON encoder: numpy values (datetime64 axes) become what Jupyter can send
+        plain = json.loads(pio.to_json(fig, validate=False))
+        return {"application/vnd.plotly.v1+json": plain, "text/html": html}
 
 
 def use_offline_renderer(static: bool = False) -> OfflineRenderer:
