@@ -11,7 +11,6 @@ when audits stop succeeding.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.report.text import SEVERITY_ORDER
+from ledgerlens.runtime.outdir import write_atomic
 
 PREFIX = "ledgerlens_audit"
 _LAST_SUCCESS = f"{PREFIX}_last_success_timestamp_seconds"
@@ -140,25 +140,16 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_textfile(path: str | Path, summary: Mapping[str, Any], *, cluster: str) -> Path:
     """Write a successful audit's metrics to ``path`` (atomically); returns ``path``."""
     now = time.time()
     p = Path(path)
-    _write_atomic(p, render(summary, cluster=cluster, success=True, last_success_s=now, now_s=now))
+    write_atomic(p, render(summary, cluster=cluster, success=True, last_success_s=now, now_s=now))
     return p
 
 
 def write_failure(path: str | Path, *, cluster: str) -> Path:
     """Record a failed audit in ``path``, keeping the previous last-success time."""
     p = Path(path)
-    _write_atomic(
-        p, render(None, cluster=cluster, success=False, last_success_s=previous_success(p, cluster))
-    )
+    write_atomic(p, render(None, cluster=cluster, success=False, last_success_s=previous_success(p, cluster)))
     return p

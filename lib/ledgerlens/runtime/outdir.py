@@ -203,7 +203,7 @@ class OutputDir:
             "merged": merged,
         }
         with _signals_deferred():
-            _write_atomic(self.out / JOURNAL_NAME, json.dumps(journal))
+            write_atomic(self.out / JOURNAL_NAME, json.dumps(journal) + "\n")
             _roll_forward(self.out, journal)
         shutil.rmtree(aside, ignore_errors=True)
         self.published = True
@@ -244,7 +244,7 @@ def _roll_forward(out: Path, journal: Mapping[str, Any]) -> None:
             os.replace(src, out / name)
     for name in journal.get("merged", ()):
         _merge(staging / str(name), out / str(name))
-    _write_atomic(out / MANIFEST_NAME, json.dumps({"names": journal["names"], "published": _now_iso()}))
+    write_atomic(out / MANIFEST_NAME, json.dumps({"names": journal["names"], "published": _now_iso()}) + "\n")
     (out / JOURNAL_NAME).unlink(missing_ok=True)
     shutil.rmtree(staging, ignore_errors=True)
     shutil.rmtree(aside, ignore_errors=True)
@@ -267,9 +267,12 @@ def _manifest(out: Path) -> list[str]:
         return []
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """``text`` into ``path`` whole or not at all: a temporary file beside it, renamed over it
+    (readers never see half a file; the parent directory is made if needed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text + "\n")
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
 
