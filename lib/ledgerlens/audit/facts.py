@@ -85,7 +85,7 @@ def collect_facts(
             ]
         )
         # exploded, then the nulls dropped: a filter with a lambda is evaluated row by row,
-        # uncompiled (the facts job of the 10M benchmark: 0.6 s of 2.6 s, warm)
+        # uncompiled (docs/performance.md, "The join in two phases")
         parts.append(tables[table].select(F.explode(tags).alias("t")).where(F.col("t").isNotNull()))
     counted = sorted({k.name for k in looks} - {SPOT, TENANT})
     distinct = {k.name for k in looks if k.value is not None}

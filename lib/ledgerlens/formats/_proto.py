@@ -15,7 +15,7 @@ M = TypeVar("M", bound=Message)
 
 def parse_binary(cls: type[M], data: bytes, *, where: str) -> M:
     """Parse binary protobuf ``data`` as ``cls``; truncated or incomplete messages are DecodeErrors."""
-    msg = cls()
+    msg: M = cls()
     name = cls.DESCRIPTOR.name
     try:
         msg.ParseFromString(bytes(data))
@@ -29,7 +29,7 @@ def parse_binary(cls: type[M], data: bytes, *, where: str) -> M:
 
 def parse_text(cls: type[M], text: str, *, where: str) -> M:
     """Parse protobuf TextFormat ``text`` as ``cls``; errors and missing fields are DecodeErrors."""
-    msg = cls()
+    msg: M = cls()
     name = cls.DESCRIPTOR.name
     try:
         # allow_unknown_field: newer writers may carry fields this release does not know.

@@ -34,7 +34,8 @@ def _decompress(codec: str, body: bytes, size: int) -> bytes:
     if codec == "NONE":
         return bytes(body)
     if codec == "LZ4":
-        return lz4.block.decompress(body, uncompressed_size=size)
+        out: bytes = lz4.block.decompress(body, uncompressed_size=size)
+        return out
     if codec == "ZLIB":
         return zlib.decompress(body)
     if codec == "ZSTD":
