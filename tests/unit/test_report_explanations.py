@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +31,24 @@ def test_every_kind_has_an_explainer_and_a_rule_section() -> None:
     no_section = [k for k in KINDS if not sections.get(k)]
     assert not no_section, f"kinds without a '### `kind`' section in docs/audit-rules.md: {no_section}"
     assert set(KAFKA_KINDS) <= set(KINDS) and set(PULSAR_KINDS) <= set(KINDS)
+
+
+def test_every_kind_has_a_readme_row_and_its_rule_file() -> None:
+    """The README's findings table has a row per kind, and each kind's section in docs/audit-rules.md
+    links the module whose rule emits it (one step from the docs to the code)."""
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    no_row = [k for k in KINDS if f"| `{k}` |" not in readme]
+    assert not no_row, f"kinds without a row in README.md's findings table: {no_row}"
+    rules = (root / "docs" / "audit-rules.md").read_text()
+    sections = {k: rules.split(f"### `{k}`\n", 1)[1].split("\n#", 1)[0] for k in KINDS}
+    assert "Rule: [" not in "".join(ex.rule_sections().values()), "the report shows no source link"
+    for kind in KINDS:
+        m = re.search(r"^Rule: \[`([^`]+)`\]\(\.\./(lib/ledgerlens/[^)]+)\)", sections[kind], re.M)
+        assert m, f"docs/audit-rules.md, section {kind}: no 'Rule: [`file`](../lib/ledgerlens/file)' line"
+        assert m.group(2) == "lib/ledgerlens/" + m.group(1), (kind, m.groups())
+        source = (root / m.group(2)).read_text()
+        assert f'"{kind}"' in source, f"{m.group(2)} does not emit {kind} (docs/audit-rules.md links it)"
 
 
 KAFKA_WHERE = {"bootstrap_servers": "kafka1:9092", "s3_endpoint": "http://s3.local:9000"}

@@ -275,8 +275,12 @@ def rules_doc_path() -> Path | None:
     return p if p.is_file() else None
 
 
+RULE_FILE_PREFIX = "Rule: [`"  # a kind's section names the module that emits it
+
+
 def rule_sections(text: str | None = None) -> dict[str, str]:
-    """Kind -> the markdown body of its ``### `<kind>` `` section in ``docs/audit-rules.md``."""
+    """Kind -> the markdown body of its ``### `<kind>` `` section in ``docs/audit-rules.md``, without
+    its ``Rule: [...]`` line (a link into the source tree, which a report cannot follow)."""
     if text is None:
         p = rules_doc_path()
         if p is None:
@@ -294,7 +298,7 @@ def rule_sections(text: str | None = None) -> dict[str, str]:
             if line.startswith("### ") and head.startswith("`") and head.endswith("`"):
                 kind = head.strip("`")
             continue
-        if kind is not None:
+        if kind is not None and not line.startswith(RULE_FILE_PREFIX):
             body.append(line)
     if kind is not None:
         out[kind] = "\n".join(body).strip()
