@@ -17,14 +17,21 @@ is appended to the journal; ``approval.json`` is a copy that names its journal l
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ledgerlens.deletion.journal import Journal, now_ms
-from ledgerlens.deletion.plan import PlanError, canonical, plan_hash, read_plan, sha256_hex
+from ledgerlens.deletion.plan import (
+    PlanError,
+    canonical,
+    plan_hash,
+    read_json,
+    read_plan,
+    sha256_hex,
+    write_json,
+)
 from ledgerlens.errors import LedgerLensError
 
 APPROVAL_FORMAT = "ledgerlens-deletion-approval/1"
@@ -163,21 +170,14 @@ def approve(
         "journal_line_hash": head.hash,
     }
     if out is not None:
-        target = Path(out)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(approval, indent=1, sort_keys=True, default=str) + "\n")
-        os.replace(tmp, target)
+        write_json(approval, out)
     return approval
 
 
 def read_approval(path: str | Path) -> dict[str, Any]:
     """An ``approval.json`` as written by :func:`approve` (not yet checked against its journal)."""
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, ValueError) as e:
-        raise ApprovalRefused(f"{p}: cannot read the approval ({e})") from e
+    data = read_json(p, "approval", ApprovalRefused)
     if not isinstance(data, dict) or data.get("format") != APPROVAL_FORMAT:
         raise ApprovalRefused(f"{p}: not a ledgerlens approval")
     return data

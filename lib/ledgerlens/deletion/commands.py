@@ -26,18 +26,64 @@ def _sandbox_state(path: str | None) -> dict[str, Any]:
         raise ConfigError(f"sandbox {path}: cannot read {state_file} ({e}); is it up?") from e
 
 
-def add_parsers(sub: Any) -> None:
-    """Add ``plan``, ``approve``, ``publish`` and ``deleter`` to the CLI's subparsers."""
-    from ledgerlens.deletion.messages import DELETION_TOPIC, SUBSCRIPTION
-    from ledgerlens.deletion.plan import DEFAULT_KINDS, PLANNABLE_KINDS
-
-    p = sub.add_parser(
-        "plan",
-        help="turn an audit's findings into a deletion plan (plan.json, with plan_hash)",
-        description="Findings -> deletion plan: only orphan ledgers and orphan offload objects by default "
+# each command's --help line and description
+_COMMAND_HELP: dict[str, tuple[str, str]] = {
+    "plan": (
+        "turn an audit's findings into a deletion plan (plan.json, with plan_hash)",
+        "Findings -> deletion plan: only orphan ledgers and orphan offload objects by default "
         "(never unattributed or foreign findings, never critical ones), the state each item must still be "
         "in, and a SHA-256 plan_hash. Deletes nothing.",
+    ),
+    "approve": (
+        "approve a plan (or part of it) into the deletion journal",
+        "Check the plan hash, age, approver and reason, then append the approval to the journal "
+        "and write approval.json. A wrong hash, a plan older than --max-age, an empty approver or reason, "
+        "or (with --forbid-self-approval / $LEDGERLENS_FORBID_SELF_APPROVAL=1) the auditor approving "
+        "their own audit is refused.",
+    ),
+    "publish": (
+        "phase 1: send the approved items to the deletion topic (PendingDeleteLedgerInfo)",
+        "Send one PendingDeleteLedgerInfo per approved item to the deletion topic; re-runs send "
+        "only what was not sent yet. Deletes nothing.",
+    ),
+    "deleter": (
+        "phase 2: consume the deletion topic, re-verify, delete (dry run unless --execute)",
+        "Consume the deletion topic on a Shared subscription; re-verify every message against the "
+        "journal's approvals and the live stores; delete only with --execute. Failures are retried through "
+        "the retry topic, then dead-lettered.",
+    ),
+}
+
+
+def _parser(sub: Any, name: str) -> Any:
+    help_, description = _COMMAND_HELP[name]
+    return sub.add_parser(name, help=help_, description=description)
+
+
+def add_parsers(sub: Any) -> None:
+    """Add ``plan``, ``approve``, ``publish`` and ``deleter`` to the CLI's subparsers."""
+    _add_plan_parser(sub)
+    _add_approve_parser(sub)
+    _add_publish_parser(sub)
+    d = _add_deleter_parser(sub)
+    _add_deleter_store_arguments(d)
+    _add_deleter_run_arguments(d)
+    _add_deleter_kafka_arguments(d)
+
+
+def _add_context_argument(parser: Any, what: str) -> None:
+    parser.add_argument(
+        "--context",
+        metavar="NAME",
+        default=None,
+        help=f"named cluster context: {what} (ledgerlens contexts show NAME)",
     )
+
+
+def _add_plan_parser(sub: Any) -> None:
+    from ledgerlens.deletion.plan import DEFAULT_KINDS, PLANNABLE_KINDS
+
+    p = _parser(sub, "plan")
     p.add_argument("--findings", required=True, metavar="DIR", help="an audit's --out directory")
     p.add_argument("--out", required=True, metavar="FILE", help="plan file to write (plan.json)")
     p.add_argument(
@@ -57,14 +103,9 @@ def add_parsers(sub: Any) -> None:
         "'namespace~ll-app/*', 'age>=7d', 'bytes>=1GiB'; repeat to AND",
     )
 
-    a = sub.add_parser(
-        "approve",
-        help="approve a plan (or part of it) into the deletion journal",
-        description="Check the plan hash, age, approver and reason, then append the approval to the journal "
-        "and write approval.json. A wrong hash, a plan older than --max-age, an empty approver or reason, "
-        "or (with --forbid-self-approval / $LEDGERLENS_FORBID_SELF_APPROVAL=1) the auditor approving "
-        "their own audit is refused.",
-    )
+
+def _add_approve_parser(sub: Any) -> None:
+    a = _parser(sub, "approve")
     a.add_argument("--plan", required=True, metavar="FILE", help="plan.json from 'ledgerlens plan'")
     a.add_argument("--plan-hash", required=True, metavar="SHA256", help="the plan hash you reviewed")
     a.add_argument("--approver", required=True, metavar="NAME", help="who approves")
@@ -80,12 +121,11 @@ def add_parsers(sub: Any) -> None:
         help="refuse when the approver ran the audit or made the plan",
     )
 
-    pub = sub.add_parser(
-        "publish",
-        help="phase 1: send the approved items to the deletion topic (PendingDeleteLedgerInfo)",
-        description="Send one PendingDeleteLedgerInfo per approved item to the deletion topic; re-runs send "
-        "only what was not sent yet. Deletes nothing.",
-    )
+
+def _add_publish_parser(sub: Any) -> None:
+    from ledgerlens.deletion.messages import DELETION_TOPIC
+
+    pub = _parser(sub, "publish")
     pub.add_argument(
         "--approval", required=True, metavar="FILE", help="approval.json from 'ledgerlens approve'"
     )
@@ -93,33 +133,24 @@ def add_parsers(sub: Any) -> None:
     pub.add_argument(
         "--service-url", default="", metavar="URL", help="Pulsar service URL (pulsar://host:6650)"
     )
-    pub.add_argument(
-        "--context",
-        metavar="NAME",
-        default=None,
-        help="named cluster context: its pulsar.service-url and token (ledgerlens contexts show NAME)",
-    )
+    _add_context_argument(pub, "its pulsar.service-url and token")
     pub.add_argument(
         "--sandbox", dest="pulsar_sandbox", default=None, metavar="DIR", help="a ledgerlens sandbox"
     )
     pub.add_argument("--topic", default=DELETION_TOPIC, help=f"deletion topic (default {DELETION_TOPIC})")
     pub.add_argument("--batch-size", type=int, default=500, metavar="N", help="messages per batch (500)")
 
-    d = sub.add_parser(
-        "deleter",
-        help="phase 2: consume the deletion topic, re-verify, delete (dry run unless --execute)",
-        description="Consume the deletion topic on a Shared subscription; re-verify every message against "
-        "the "
-        "journal's approvals and the live stores; delete only with --execute. Failures are retried through "
-        "the retry topic, then dead-lettered.",
-    )
+
+def _add_deleter_parser(sub: Any) -> Any:
+    """The ``deleter`` parser with ``--journal`` and ``--context``; its other arguments follow."""
+    d = _parser(sub, "deleter")
     d.add_argument("--journal", required=True, metavar="FILE", help="the deletion journal")
-    d.add_argument(
-        "--context",
-        metavar="NAME",
-        default=None,
-        help="named cluster context: stores, bucket, URLs, credentials (ledgerlens contexts show NAME)",
-    )
+    _add_context_argument(d, "stores, bucket, URLs, credentials")
+    return d
+
+
+def _add_deleter_store_arguments(d: Any) -> None:
+    """Where the deleter reads and deletes: metadata stores, Pulsar, the bucket."""
     d.add_argument("--zookeeper", default=None, metavar="HOST:PORT", help="the Pulsar metadata store")
     d.add_argument(
         "--bookkeeper-zookeeper",
@@ -141,6 +172,12 @@ def add_parsers(sub: Any) -> None:
     d.add_argument(
         "--cluster-name", default=None, metavar="NAME", help="refuse objects another cluster wrote"
     )
+
+
+def _add_deleter_run_arguments(d: Any) -> None:
+    """How the deleter consumes, retries and reports; the ledgers root and the references it re-reads."""
+    from ledgerlens.deletion.messages import DELETION_TOPIC, SUBSCRIPTION
+
     d.add_argument("--topic", default=DELETION_TOPIC, help=f"deletion topic (default {DELETION_TOPIC})")
     d.add_argument("--subscription", default=SUBSCRIPTION, help=f"subscription (default {SUBSCRIPTION})")
     d.add_argument("--parallelism", type=int, default=2, metavar="N", help="worker threads (2)")
@@ -172,6 +209,9 @@ def add_parsers(sub: Any) -> None:
         help="another Pulsar metadata store sharing the BookKeeper cluster or bucket: whatever it "
         "references is never deleted (repeatable)",
     )
+
+
+def _add_deleter_kafka_arguments(d: Any) -> None:
     k = d.add_argument_group("Kafka remote segments (plans of 'ledgerlens kafka-audit' findings)")
     k.add_argument(
         "--kafka-bootstrap-servers",

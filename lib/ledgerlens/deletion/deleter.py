@@ -157,6 +157,19 @@ class Deleter:
         """Ask the workers to finish their batch and return."""
         self._stop.set()
 
+    def _subscribe(self, client: Any, **options: Any) -> Any:
+        """A Shared consumer of the deletion and retry topics, from their earliest message."""
+        import pulsar
+
+        return client.subscribe(
+            [self.cfg.topic, m.retry_topic(self.cfg.topic)],
+            self.cfg.subscription,
+            consumer_type=pulsar.ConsumerType.Shared,
+            initial_position=pulsar.InitialPosition.Earliest,
+            batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(self.cfg.batch_size, -1, 200),
+            **options,
+        )
+
     def run(self) -> DeleterReport:
         """Consume until stopped, idle for ``until_idle_s`` or ``max_messages`` reached."""
         t0 = time.monotonic()
@@ -170,14 +183,7 @@ class Deleter:
         client, zk, bk, s3 = self._connect()
         old_handlers = self._signals()
         try:
-            consumer = client.subscribe(
-                [self.cfg.topic, m.retry_topic(self.cfg.topic)],
-                self.cfg.subscription,
-                consumer_type=pulsar.ConsumerType.Shared,
-                initial_position=pulsar.InitialPosition.Earliest,
-                receiver_queue_size=max(self.cfg.batch_size * 2, 100),
-                batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(self.cfg.batch_size, -1, 200),
-            )
+            consumer = self._subscribe(client, receiver_queue_size=max(self.cfg.batch_size * 2, 100))
             client.subscribe(m.dlq_topic(self.cfg.topic), DLQ_SUBSCRIPTION,
                              initial_position=pulsar.InitialPosition.Earliest).close()  # fmt: skip
             retry = client.create_producer(m.retry_topic(self.cfg.topic), block_if_queue_full=True)
@@ -655,18 +661,11 @@ class Deleter:
     def _dry_run(self) -> None:
         """Receive the subscription's pending messages, verify, acknowledge none: closing the consumer
         hands them back to the subscription untouched (a running deleter gets them then)."""
-        import pulsar
 
         client, zk, bk, s3 = self._connect()
         idle = self.cfg.until_idle_s if self.cfg.until_idle_s is not None else 5.0
         try:
-            consumer = client.subscribe(
-                [self.cfg.topic, m.retry_topic(self.cfg.topic)],
-                self.cfg.subscription,
-                consumer_type=pulsar.ConsumerType.Shared,
-                initial_position=pulsar.InitialPosition.Earliest,
-                batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(self.cfg.batch_size, -1, 200),
-            )
+            consumer = self._subscribe(client)
             reader_lr = v.LiveReader(bk, zk, self.cfg.roots)
             last = time.monotonic()
             try:

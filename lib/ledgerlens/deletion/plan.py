@@ -537,6 +537,170 @@ def _load_items(rows: Sequence[Mapping[str, Any]], refuse: _Refusals) -> list[di
     return items
 
 
+def _wanted_kinds(kinds: Iterable[str] | None, kafka: bool) -> tuple[str, ...]:
+    """The kinds to plan: those asked for (each plannable) or the defaults of the audited system."""
+    wanted = tuple(dict.fromkeys(kinds)) if kinds else (KAFKA_DEFAULT_KINDS if kafka else DEFAULT_KINDS)
+    for k in wanted:
+        if is_never_plannable(k):
+            raise PlanError(
+                f"kind {k}: never a deletion candidate (it may belong to another cluster or to nobody)"
+            )
+        if k not in PLANNABLE_KINDS:
+            raise PlanError(f"kind {k}: not plannable; plannable kinds: {', '.join(PLANNABLE_KINDS)}")
+    return wanted
+
+
+def _candidate(
+    row: Mapping[str, Any], kind: str, tenants: set[str], deleted: Sequence[str], refuse: _Refusals
+) -> dict[str, Any] | None:
+    """A finding of a wanted kind as a candidate (with its tenant), or None (refused)."""
+    if row.get("severity") == "critical":
+        refuse.add(row, "critical finding")
+        return None
+    if row.get("action") != PLANNABLE_KINDS[kind]:
+        refuse.add(
+            row,
+            f"action is {row.get('action')!r}, not {PLANNABLE_KINDS[kind]!r}",
+            investigate=row.get("action") == "investigate",
+        )
+        return None
+    if kind in KAFKA_KINDS:  # ownership: the audit found the topic id in this cluster's metadata
+        return dict(row)
+    tenant = _tenant_of(row)
+    if not tenant:
+        refuse.add(row, "tenant unknown: ownership by the audited cluster not proven")
+        return None
+    if tenant not in tenants and tenant not in deleted:
+        refuse.add(row, f"tenant {tenant!r} is not in the audited Pulsar store (another cluster's?)")
+        return None
+    return {**row, "tenant": tenant}
+
+
+def _candidates(
+    audit: AuditOutput,
+    wanted: Sequence[str],
+    flt: Sequence[Filter],
+    deleted: Sequence[str],
+    refuse: _Refusals,
+) -> dict[str, list[dict[str, Any]]]:
+    """The findings of each wanted kind that meet every filter and may be planned."""
+    tenants = audited_tenants(audit)
+    candidates: dict[str, list[dict[str, Any]]] = {k: [] for k in wanted}
+    for row in audit.findings:
+        kind = str(row.get("kind"))
+        if kind not in candidates:
+            continue
+        if is_never_plannable(kind):  # belt and braces: never, even if a future kind list slips
+            continue
+        if not all(f.matches(row) for f in flt):
+            continue
+        candidate = _candidate(row, kind, tenants, deleted, refuse)
+        if candidate is not None:
+            candidates[kind].append(candidate)
+    return candidates
+
+
+_BK_COLUMNS = [
+    "ledger_id",
+    "path",
+    "znode_version",
+    "custom_metadata",
+    "ctime_ms",
+    "length",
+    "state",
+    "error",
+]
+
+
+def _orphan_ledger_items(
+    audit: AuditOutput, rows: Sequence[Mapping[str, Any]], unprovable: Mapping[str, str], refuse: _Refusals
+) -> list[dict[str, Any]]:
+    """``delete_ledger`` items of orphan ledgers whose owners' references are all known."""
+    ids = {int(r["ledger_id"]) for r in rows if r.get("ledger_id") is not None}
+    bk = {
+        int(r["ledger_id"]): r
+        for r in audit.inventory("bk_ledgers", _BK_COLUMNS)
+        if r.get("ledger_id") is not None and int(r["ledger_id"]) in ids
+    }
+    items = []
+    for row in rows:
+        bk_row = bk.get(int(row["ledger_id"])) if row.get("ledger_id") is not None else None
+        item = _ledger_item(row, bk_row, refuse)
+        if item is None:
+            continue
+        mls, _ = owners_of(item["expected"]["custom_metadata"])
+        why = _unprovable(
+            mls | ({str(row["managed_ledger"])} if row.get("managed_ledger") else set()), unprovable
+        )
+        if why:
+            refuse.add(row, why, investigate=True)
+            continue
+        items.append(item)
+    return items
+
+
+def _orphan_object_items(
+    audit: AuditOutput, rows: Sequence[Mapping[str, Any]], unprovable: Mapping[str, str], refuse: _Refusals
+) -> list[dict[str, Any]]:
+    """``delete_object`` items of orphan offload copies: never an only copy of a live managed ledger."""
+    keys = {str(r["object_key"]) for r in rows if r.get("object_key")}
+    objs = {
+        str(r["key"]): r
+        for r in audit.inventory("offload_objects", ["bucket", "key", "size", "etag", "role"])
+        if r.get("key") in keys
+    }
+    copies = _offload_items(rows, objs, None, refuse)
+    mls_known = {
+        str(r["managed_ledger"])
+        for r in audit.inventory("managed_ledgers", ["managed_ledger"])
+        if r.get("managed_ledger")
+    }
+    lids = {c["expected"]["ledger_id"] for c in copies if c["expected"].get("ledger_id") is not None}
+    in_bk = {
+        int(r["ledger_id"])
+        for r in audit.inventory("bk_ledgers", ["ledger_id"])
+        if r.get("ledger_id") is not None and int(r["ledger_id"]) in lids
+    }
+    items = []
+    for c in copies:
+        ml, lid = c["expected"].get("managed_ledger"), c["expected"].get("ledger_id")
+        why = _unprovable([str(ml)], unprovable) if ml else None
+        if not why and ml in mls_known and (lid is None or lid not in in_bk):
+            why = (
+                f"only copy: no BookKeeper copy of the data while managed ledger {ml} exists; "
+                "deleted only once the managed ledger is proven deleted"
+            )
+        if why:
+            for f in c["findings"]:
+                refuse.add(f, why, investigate=True)
+            continue
+        items.append(c)
+    return items
+
+
+def _plan_items(
+    audit: AuditOutput, candidates: Mapping[str, list[dict[str, Any]]], refuse: _Refusals
+) -> list[dict[str, Any]]:
+    """The plan's items of every kind, ordered by action then item id (ids unique)."""
+    unprovable = unprovable_owners(audit)
+    items: list[dict[str, Any]] = []
+    if candidates.get("orphan_ledger"):
+        items.extend(_orphan_ledger_items(audit, candidates["orphan_ledger"], unprovable, refuse))
+    if candidates.get("orphan_offload_object"):
+        items.extend(_orphan_object_items(audit, candidates["orphan_offload_object"], unprovable, refuse))
+    loads = [r for k in LOAD_KINDS for r in candidates.get(k, [])]
+    if loads:
+        items.extend(_load_items(loads, refuse))
+    remote = [r for k in KAFKA_KINDS for r in candidates.get(k, [])]
+    if remote:
+        items.extend(_remote_segment_items(remote, refuse))
+    items.sort(key=lambda i: (ACTIONS.index(i["action"]), i["item_id"]))
+    ids_seen = [i["item_id"] for i in items]
+    if len(ids_seen) != len(set(ids_seen)):
+        raise PlanError("two plan items share an item id; the findings hold duplicates")
+    return items
+
+
 def build_plan(
     findings_dir: str | Path,
     *,
@@ -558,135 +722,17 @@ def build_plan(
         Conditions every planned finding must meet (:func:`parse_filter`), all of them.
     """
     audit = AuditOutput.read(findings_dir)
-    kafka = audit.summary.get("system") == "kafka"
-    wanted = tuple(dict.fromkeys(kinds)) if kinds else (KAFKA_DEFAULT_KINDS if kafka else DEFAULT_KINDS)
-    for k in wanted:
-        if is_never_plannable(k):
-            raise PlanError(
-                f"kind {k}: never a deletion candidate (it may belong to another cluster or to nobody)"
-            )
-        if k not in PLANNABLE_KINDS:
-            raise PlanError(f"kind {k}: not plannable; plannable kinds: {', '.join(PLANNABLE_KINDS)}")
+    wanted = _wanted_kinds(kinds, audit.summary.get("system") == "kafka")
     flt = [f if isinstance(f, Filter) else parse_filter(f) for f in filters]
-    tenants = audited_tenants(audit)
     deleted = deleted_tenants(audit.summary)
     refuse = _Refusals([])
-    unprovable = unprovable_owners(audit)
-
-    candidates: dict[str, list[dict[str, Any]]] = {k: [] for k in wanted}
-    for row in audit.findings:
-        kind = str(row.get("kind"))
-        if kind not in candidates:
-            continue
-        if is_never_plannable(kind):  # belt and braces: never, even if a future kind list slips
-            continue
-        if not all(f.matches(row) for f in flt):
-            continue
-        if row.get("severity") == "critical":
-            refuse.add(row, "critical finding")
-            continue
-        if row.get("action") != PLANNABLE_KINDS[kind]:
-            refuse.add(
-                row,
-                f"action is {row.get('action')!r}, not {PLANNABLE_KINDS[kind]!r}",
-                investigate=row.get("action") == "investigate",
-            )
-            continue
-        if kind in KAFKA_KINDS:  # ownership: the audit found the topic id in this cluster's metadata
-            candidates[kind].append(dict(row))
-            continue
-        tenant = _tenant_of(row)
-        if not tenant:
-            refuse.add(row, "tenant unknown: ownership by the audited cluster not proven")
-            continue
-        if tenant not in tenants and tenant not in deleted:
-            refuse.add(row, f"tenant {tenant!r} is not in the audited Pulsar store (another cluster's?)")
-            continue
-        candidates[kind].append({**row, "tenant": tenant})
-
-    items: list[dict[str, Any]] = []
-    if candidates.get("orphan_ledger"):
-        ids = {int(r["ledger_id"]) for r in candidates["orphan_ledger"] if r.get("ledger_id") is not None}
-        bk = {
-            int(r["ledger_id"]): r
-            for r in audit.inventory(
-                "bk_ledgers",
-                [
-                    "ledger_id",
-                    "path",
-                    "znode_version",
-                    "custom_metadata",
-                    "ctime_ms",
-                    "length",
-                    "state",
-                    "error",
-                ],
-            )
-            if r.get("ledger_id") is not None and int(r["ledger_id"]) in ids
-        }
-        for row in candidates["orphan_ledger"]:
-            bk_row = bk.get(int(row["ledger_id"])) if row.get("ledger_id") is not None else None
-            item = _ledger_item(row, bk_row, refuse)
-            if item is None:
-                continue
-            mls, _ = owners_of(item["expected"]["custom_metadata"])
-            why = _unprovable(
-                mls | ({str(row["managed_ledger"])} if row.get("managed_ledger") else set()), unprovable
-            )
-            if why:
-                refuse.add(row, why, investigate=True)
-                continue
-            items.append(item)
-    if candidates.get("orphan_offload_object"):
-        keys = {str(r["object_key"]) for r in candidates["orphan_offload_object"] if r.get("object_key")}
-        objs = {
-            str(r["key"]): r
-            for r in audit.inventory("offload_objects", ["bucket", "key", "size", "etag", "role"])
-            if r.get("key") in keys
-        }
-        copies = _offload_items(candidates["orphan_offload_object"], objs, None, refuse)
-        mls_known = {
-            str(r["managed_ledger"])
-            for r in audit.inventory("managed_ledgers", ["managed_ledger"])
-            if r.get("managed_ledger")
-        }
-        lids = {c["expected"]["ledger_id"] for c in copies if c["expected"].get("ledger_id") is not None}
-        in_bk = {
-            int(r["ledger_id"])
-            for r in audit.inventory("bk_ledgers", ["ledger_id"])
-            if r.get("ledger_id") is not None and int(r["ledger_id"]) in lids
-        }
-        for c in copies:
-            ml, lid = c["expected"].get("managed_ledger"), c["expected"].get("ledger_id")
-            why = _unprovable([str(ml)], unprovable) if ml else None
-            if not why and ml in mls_known and (lid is None or lid not in in_bk):
-                why = (
-                    f"only copy: no BookKeeper copy of the data while managed ledger {ml} exists; "
-                    "deleted only once the managed ledger is proven deleted"
-                )
-            if why:
-                for f in c["findings"]:
-                    refuse.add(f, why, investigate=True)
-                continue
-            items.append(c)
-    loads = [r for k in LOAD_KINDS for r in candidates.get(k, [])]
-    if loads:
-        items.extend(_load_items(loads, refuse))
-    remote = [r for k in KAFKA_KINDS for r in candidates.get(k, [])]
-    if remote:
-        items.extend(_remote_segment_items(remote, refuse))
-
-    items.sort(key=lambda i: (ACTIONS.index(i["action"]), i["item_id"]))
-    ids_seen = [i["item_id"] for i in items]
-    if len(ids_seen) != len(set(ids_seen)):
-        raise PlanError("two plan items share an item id; the findings hold duplicates")
-    created = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    items = _plan_items(audit, _candidates(audit, wanted, flt, deleted, refuse), refuse)
     totals: dict[str, Any] = {"items": len(items), "bytes": sum(int(i.get("bytes") or 0) for i in items)}
     for a in ACTIONS:
         totals[a] = sum(1 for i in items if i["action"] == a)
     plan: dict[str, Any] = {
         "format": PLAN_FORMAT,
-        "created_ms": created,
+        "created_ms": int(time.time() * 1000) if now_ms is None else int(now_ms),
         "as_of_ms": int(audit.summary["as_of_ms"]),
         "auditor": audit.summary.get("auditor"),
         "planned_by": planned_by or _user(),
@@ -714,23 +760,33 @@ def _user() -> str:
         return "unknown"
 
 
-def write_plan(plan: Mapping[str, Any], path: str | Path) -> Path:
-    """Write ``plan.json`` atomically (temporary file, then rename)."""
+def write_json(document: Mapping[str, Any], path: str | Path) -> Path:
+    """Write ``document`` as JSON atomically (temporary file, then rename)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(plan, indent=1, sort_keys=True, default=str) + "\n")
+    tmp.write_text(json.dumps(document, indent=1, sort_keys=True, default=str) + "\n")
     os.replace(tmp, target)
     return target
+
+
+def read_json(path: Path, what: str, error: type[LedgerLensError]) -> Any:
+    """The JSON document at ``path``; ``error`` (naming the ``what``) when it cannot be read."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise error(f"{path}: cannot read the {what} ({e})") from e
+
+
+def write_plan(plan: Mapping[str, Any], path: str | Path) -> Path:
+    """Write ``plan.json`` atomically (temporary file, then rename)."""
+    return write_json(plan, path)
 
 
 def read_plan(path: str | Path) -> dict[str, Any]:
     """A plan read back, with its hash checked against its content."""
     p = Path(path)
-    try:
-        plan = json.loads(p.read_text())
-    except (OSError, ValueError) as e:
-        raise PlanError(f"{p}: cannot read the plan ({e})") from e
+    plan = read_json(p, "plan", PlanError)
     if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
         raise PlanError(f"{p}: not a ledgerlens deletion plan (format {plan.get('format')!r})")
     recorded, actual = plan.get("plan_hash"), plan_hash(plan)

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ledgerlens.errors import LedgerLensError
 from ledgerlens.formats import managed_ledger as mlf
 from ledgerlens.formats import references as refs
 from ledgerlens.formats.names import decode_component
 from ledgerlens.formats.schema import decode_schema_locator
-from ledgerlens.sources.zk_client import PipelinedReader, ScanStats
+from ledgerlens.sources.zk_client import NodeRead, PipelinedReader, ScanStats
 from ledgerlens.sources.zookeeper import find_managed_ledgers
 
 __all__ = ["DEFAULT_ROOTS", "ReferenceIndex", "ReferenceScanner", "Roots", "scan_references"]
@@ -115,26 +115,33 @@ def _first(index: dict[Any, str], key: Any, where: str) -> None:
     index.setdefault(key, where)
 
 
-def scan_references(
-    reader: PipelinedReader, roots: Roots = DEFAULT_ROOTS, *, into: ReferenceIndex | None = None
-) -> ReferenceIndex:
-    """Read every reference of one Pulsar store (see the module docstring); ``into`` merges a
-    second store into an index."""
-    idx = into or ReferenceIndex(started=time.monotonic(), started_ms=int(time.time() * 1000))
-    t0 = time.monotonic()
-    reader.stats = idx.stats
-    mlroot = roots.managed_ledgers.rstrip("/")
+_T = TypeVar("_T")
 
-    # tenants: the store's own list (ownership); a store without the node has none
+
+def _decoded(idx: ReferenceIndex, name: str, r: NodeRead, decode: Callable[..., _T]) -> _T | None:
+    """The node ``r`` decoded, or None with ``name`` unprovable (unreadable, or does not decode)."""
+    if r.error is not None:
+        idx.unprovable[name] = f"{r.path}: cannot read ({_problem(r.error)})"
+        return None
+    try:
+        return decode(r.data or b"", path=r.path)
+    except LedgerLensError as e:
+        idx.unprovable[name] = f"{r.path}: does not decode ({e})"
+        return None
+
+
+def _scan_tenants(reader: PipelinedReader, roots: Roots, idx: ReferenceIndex) -> None:
+    """The store's own list of tenants (ownership); a store without the node has none."""
     for r in reader.children([roots.tenants]):
         if r.error is not None:
             idx.unprovable[""] = f"{roots.tenants}: cannot list tenants ({_problem(r.error)})"
         idx.tenants.update(r.children or ())
 
-    # managed ledgers: list tenant -> namespace -> domain -> topic, read each with its cursors
-    tenants = list(reader.children([mlroot]))
+
+def _namespace_prefixes(reader: PipelinedReader, mlroot: str, idx: ReferenceIndex) -> list[str]:
+    """``tenant/namespace`` of every namespace under the managed-ledger root."""
     prefixes: list[str] = []
-    for r in tenants:
+    for r in list(reader.children([mlroot])):
         if r.error is not None:
             idx.unprovable[""] = f"{mlroot}: cannot list ({_problem(r.error)})"
             continue
@@ -144,8 +151,15 @@ def scan_references(
                 idx.unprovable[rel] = f"{r2.path}: cannot list ({_problem(r2.error)})"
                 continue
             prefixes.extend(f"{rel}/{n}" for n in sorted(r2.children or ()))
+    return prefixes
+
+
+def _scan_managed_ledgers(
+    reader: PipelinedReader, mlroot: str, idx: ReferenceIndex
+) -> dict[str, tuple[str, str]]:
+    """Every managed-ledger node's references; returns its cursors' paths -> (managed ledger, node)."""
     errors: list[tuple[str, dict[str, Any]]] = []
-    names = find_managed_ledgers(reader, mlroot, prefixes, errors)
+    names = find_managed_ledgers(reader, mlroot, _namespace_prefixes(reader, mlroot, idx), errors)
     for _table, row in errors:
         idx.unprovable[str(row["managed_ledger"])] = f"{row['path']}: {row['error']}"
     cursor_paths: dict[str, tuple[str, str]] = {}
@@ -156,15 +170,10 @@ def scan_references(
     for path, ml in by_path.items():
         if path not in datas:
             continue  # deleted between the listing and the read: references nothing
-        r = datas[path]
         idx.managed_ledgers[ml] = mlroot
-        if r.error is not None:
-            idx.unprovable[ml] = f"{path}: cannot read ({_problem(r.error)})"
-            continue
-        try:
-            rec = mlf.decode_managed_ledger(r.data or b"", path=path)
-        except LedgerLensError as e:
-            idx.unprovable[ml] = f"{path}: does not decode ({e})"
+        r = datas[path]
+        rec = _decoded(idx, ml, r, mlf.decode_managed_ledger)
+        if rec is None:
             continue
         version = int(r.stat.version) if r.stat is not None else None
         if refs.is_emptied(rec, version):
@@ -180,22 +189,26 @@ def scan_references(
             continue
         for c in sorted(k.children):
             cursor_paths[f"{path}/{c}"] = (ml, c)
+    return cursor_paths
+
+
+def _scan_cursors(
+    reader: PipelinedReader, cursor_paths: dict[str, tuple[str, str]], idx: ReferenceIndex
+) -> None:
+    """Every cursor's references, and the state of each ``__compaction`` cursor."""
     for r in reader.get(list(cursor_paths)):
         ml, node = cursor_paths[r.path]
-        if r.error is not None:
-            idx.unprovable[ml] = f"{r.path}: cannot read ({_problem(r.error)})"
-            continue
-        try:
-            cur = mlf.decode_cursor(r.data or b"", path=r.path)
-        except LedgerLensError as e:
-            idx.unprovable[ml] = f"{r.path}: does not decode ({e})"
+        cur = _decoded(idx, ml, r, mlf.decode_cursor)
+        if cur is None:
             continue
         for ref in refs.cursor_references(cur):
             _first(idx.ledgers, ref.ledger_id, f"{r.path} ({ref.key or ref.component})")
         if _cursor_name(node) == refs.COMPACTION_CURSOR:
             idx.compaction[ml] = (cur.cursors_ledger_id >= 0, cur.compacted_ledger_id)
 
-    # schemas: /schemas/<tenant>/<namespace>/<topic>
+
+def _scan_schemas(reader: PipelinedReader, roots: Roots, idx: ReferenceIndex) -> None:
+    """Every schema locator's references: /schemas/<tenant>/<namespace>/<topic>."""
     sroot = roots.schemas.rstrip("/")
     level = [sroot]
     for depth in range(2):
@@ -216,16 +229,23 @@ def scan_references(
     for r in reader.get(locators):
         sid = r.path[len(sroot) + 1 :]
         idx.schemas.add(sid)
-        if r.error is not None:
-            idx.unprovable[sid] = f"{r.path}: cannot read ({_problem(r.error)})"
-            continue
-        try:
-            loc = decode_schema_locator(r.data or b"", path=r.path)
-        except LedgerLensError as e:
-            idx.unprovable[sid] = f"{r.path}: does not decode ({e})"
-            continue
-        for ref in refs.schema_references(loc):
+        loc = _decoded(idx, sid, r, decode_schema_locator)
+        for ref in refs.schema_references(loc) if loc is not None else ():
             _first(idx.ledgers, ref.ledger_id, f"{r.path} (schema locator)")
+
+
+def scan_references(
+    reader: PipelinedReader, roots: Roots = DEFAULT_ROOTS, *, into: ReferenceIndex | None = None
+) -> ReferenceIndex:
+    """Read every reference of one Pulsar store (see the module docstring); ``into`` merges a
+    second store into an index."""
+    idx = into or ReferenceIndex(started=time.monotonic(), started_ms=int(time.time() * 1000))
+    t0 = time.monotonic()
+    reader.stats = idx.stats
+    mlroot = roots.managed_ledgers.rstrip("/")
+    _scan_tenants(reader, roots, idx)
+    _scan_cursors(reader, _scan_managed_ledgers(reader, mlroot, idx), idx)
+    _scan_schemas(reader, roots, idx)
     idx.seconds += time.monotonic() - t0
     return idx
 

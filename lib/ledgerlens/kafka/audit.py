@@ -115,16 +115,11 @@ def _segment_key(cfg: KafkaAuditConfig, role: str) -> Column:
     return F.concat(base, F.lit(f".{role}"))
 
 
-def _objects(
-    objects: DataFrame,
-    segments: DataFrame,
-    partitions: DataFrame,
-    topics: DataFrame,
-    blind: int,
-    cfg: KafkaAuditConfig,
+def _with_segment_and_topic(
+    objects: DataFrame, segments: DataFrame, partitions: DataFrame, topics: DataFrame
 ) -> DataFrame:
-    """Orphan, foreign and deleted-partition objects: one finding per object file."""
-    now = cfg.as_of_ms
+    """Each object with its segment's state, its partition's delete state, whether the cluster knows
+    its topic id and the live topic of that id."""
     seg = segments.select(
         "topic_id",
         "partition",
@@ -147,41 +142,50 @@ def _objects(
         .select("topic_id", F.col("topic").alias("live_topic"))
         .dropDuplicates(["topic_id"])
     )
-    o = (
+    return (
         objects.join(seg, ["topic_id", "partition", "segment_id"], "left")
         .join(part, ["topic_id", "partition"], "left")
         .join(F.broadcast(known_ids), "topic_id", "left")
         .join(F.broadcast(live_ids), "topic_id", "left")
     )
-    age = age_seconds(now, F.col("last_modified_ms"))
-    old = F.coalesce(age >= F.lit(cfg.min_orphan_age_s), F.lit(False))
-    # the manager forgets every segment of a partition at DELETE_PARTITION_FINISHED
-    seg_live = F.coalesce(F.col("seg_state").isin(*_LIVE), F.lit(False)) & (
+
+
+def _segment_live() -> Column:
+    """The object's segment is live (the manager forgets every segment of a partition at
+    DELETE_PARTITION_FINISHED)."""
+    return F.coalesce(F.col("seg_state").isin(*_LIVE), F.lit(False)) & (
         F.coalesce(F.col("part_delete_state"), F.lit("")) != "DELETE_PARTITION_FINISHED"
     )
-    topic_gone = F.lit(cfg.topics_known) & F.col("live_topic").isNull()
-    part_deleted = F.col("part_delete_state").isNotNull() | topic_gone  # both never null
-    known = F.coalesce(F.col("topic_known"), F.lit(False))
-    kind = (
-        F.when(~old, None)
-        .when(~known, "remote_segment_foreign_object")
-        .when(part_deleted, "remote_segment_deleted_partition_object")
-        .when(~seg_live, "remote_segment_orphan_object")
-    )
-    o = o.withColumn("_kind", kind).filter(F.col("_kind").isNotNull())
-    deletable = ~seg_live & F.lit(blind == 0)
-    reason = (
+
+
+def _topic_gone(cfg: KafkaAuditConfig) -> Column:
+    return F.lit(cfg.topics_known) & F.col("live_topic").isNull()
+
+
+def _partition_deleted(cfg: KafkaAuditConfig) -> Column:
+    return F.col("part_delete_state").isNotNull() | _topic_gone(cfg)  # both never null
+
+
+def _object_reason(cfg: KafkaAuditConfig, known: Column) -> Column:
+    """Why an object is reported, in words."""
+    return (
         F.when(
             ~known,
             "topic id unknown to this cluster (another cluster's data, or a deleted topic's "
             "whose metadata was removed)",
         )
-        .when(part_deleted & topic_gone, "topic deleted: its id is not among the cluster's topics")
-        .when(part_deleted, F.concat(F.lit("partition "), F.col("part_delete_state")))
+        .when(
+            _partition_deleted(cfg) & _topic_gone(cfg),
+            "topic deleted: its id is not among the cluster's topics",
+        )
+        .when(_partition_deleted(cfg), F.concat(F.lit("partition "), F.col("part_delete_state")))
         .when(F.col("seg_state").isNull(), "no segment metadata record names this segment")
         .otherwise("segment is DELETE_SEGMENT_FINISHED in the metadata")
     )
-    evidence = F.struct(
+
+
+def _object_evidence(blind: int) -> Column:
+    return F.struct(
         F.col("reason"),
         F.col("store"),
         F.col("layout"),
@@ -198,7 +202,30 @@ def _objects(
         F.col("live_topic").isNotNull().alias("topic_live"),
         F.lit(blind).alias("corrupt_metadata_records"),
     )
-    o = o.withColumn("reason", reason)
+
+
+def _objects(
+    objects: DataFrame,
+    segments: DataFrame,
+    partitions: DataFrame,
+    topics: DataFrame,
+    blind: int,
+    cfg: KafkaAuditConfig,
+) -> DataFrame:
+    """Orphan, foreign and deleted-partition objects: one finding per object file."""
+    age = age_seconds(cfg.as_of_ms, F.col("last_modified_ms"))
+    old = F.coalesce(age >= F.lit(cfg.min_orphan_age_s), F.lit(False))
+    known = F.coalesce(F.col("topic_known"), F.lit(False))
+    kind = (
+        F.when(~old, None)
+        .when(~known, "remote_segment_foreign_object")
+        .when(_partition_deleted(cfg), "remote_segment_deleted_partition_object")
+        .when(~_segment_live(), "remote_segment_orphan_object")
+    )
+    o = _with_segment_and_topic(objects, segments, partitions, topics)
+    o = o.withColumn("_kind", kind).filter(F.col("_kind").isNotNull())
+    o = o.withColumn("reason", _object_reason(cfg, known))
+    deletable = ~_segment_live() & F.lit(blind == 0)
     severity = F.when(F.col("_kind") == "remote_segment_foreign_object", "info").otherwise("warning")
     action = F.when(
         (F.col("_kind") != "remote_segment_foreign_object") & deletable, "delete_object"
@@ -208,7 +235,7 @@ def _objects(
         kind=F.col("_kind"),
         severity=severity,
         action=action,
-        evidence=evidence,
+        evidence=_object_evidence(blind),
         path=_path(F.col("topic"), F.col("partition"), F.col("segment_id")),
         object_key=F.col("key"),
         bytes_=F.col("size"),
@@ -216,10 +243,10 @@ def _objects(
     )
 
 
-def _segments(segments: DataFrame, objects: DataFrame, topics: DataFrame, cfg: KafkaAuditConfig) -> DataFrame:
-    """Missing objects, stuck states and retention, one finding per segment."""
-    now = cfg.as_of_ms
-    roles = REQUIRED_ROLES[cfg.layout]
+def _with_objects_and_topics(
+    segments: DataFrame, objects: DataFrame, topics: DataFrame, cfg: KafkaAuditConfig
+) -> DataFrame:
+    """Each segment with its objects' roles and bytes, its live topic's retention and its missing roles."""
     present = objects.groupBy("topic_id", "partition", "segment_id").agg(
         F.collect_set("role").alias("roles"), F.sum("size").alias("object_bytes")
     )
@@ -232,58 +259,56 @@ def _segments(segments: DataFrame, objects: DataFrame, topics: DataFrame, cfg: K
         F.broadcast(t), "topic_id", "left"
     )
     missing = F.filter(
-        F.array(*[F.lit(r) for r in roles]),
+        F.array(*[F.lit(r) for r in REQUIRED_ROLES[cfg.layout]]),
         lambda r: ~F.array_contains(F.coalesce(F.col("roles"), F.array().cast("array<string>")), r),
     )
-    s = s.withColumn("missing_roles", missing)
-    evidence_common = [
-        F.col("topic"),
-        F.col("topic_id"),
-        F.col("partition"),
-        F.col("segment_id"),
-        F.col("state"),
-        F.col("start_offset"),
-        F.col("end_offset"),
-        F.col("segment_size"),
-        F.col("copy_started_ms"),
-        F.col("state_ms"),
-        F.col("metadata_partition"),
-        F.col("metadata_offset"),
-    ]
-    path = _path(F.col("topic"), F.col("partition"), F.col("segment_id"))
-    no_roles = F.array().cast("array<string>")
-    present_roles = F.coalesce(F.col("roles"), no_roles)
-    deleted_part = F.col("partition_delete_state").isNotNull() | (
-        F.lit(cfg.topics_known) & F.col("topic_live").isNull()
-    )
-    state = F.col("state")
-    copy_age = age_seconds(now, F.col("copy_started_ms"))
-    delete_age = age_seconds(now, F.col("delete_started_ms"))
-    overdue = (
-        (state == "COPY_SEGMENT_FINISHED")
-        & (F.col("retention_ms") >= 0)
-        & (
-            F.col("max_timestamp_ms")
-            < F.lit(now) - F.col("retention_ms") - F.lit(cfg.retention_grace_s * 1000)
-        )
-    )
-    # overlapping finished segments of one partition whose leader-epoch chains differ
+    return s.withColumn("missing_roles", missing)
+
+
+def _with_previous_segment(s: DataFrame) -> DataFrame:
+    """Each segment with the one before it in its partition and state (by offsets)."""
     w = Window.partitionBy("topic_id", "partition", "state").orderBy(
         "start_offset", "end_offset", "segment_id"
     )
-    s = s.select(
+    return s.select(
         *s.columns,
         F.lag("segment_id").over(w).alias("prev_segment"),
         F.lag("end_offset").over(w).alias("prev_end"),
         F.lag("leader_epochs").over(w).alias("prev_epochs"),
     )
-    overlap = (
-        (state == "COPY_SEGMENT_FINISHED")
+
+
+def _retention_overdue(cfg: KafkaAuditConfig) -> Column:
+    """A finished segment whose newest record is older than its topic's retention and the grace."""
+    return (
+        (F.col("state") == "COPY_SEGMENT_FINISHED")
+        & (F.col("retention_ms") >= 0)
+        & (
+            F.col("max_timestamp_ms")
+            < F.lit(cfg.as_of_ms) - F.col("retention_ms") - F.lit(cfg.retention_grace_s * 1000)
+        )
+    )
+
+
+def _overlaps_previous() -> Column:
+    """Overlapping finished segments of one partition whose leader-epoch chains differ."""
+    return (
+        (F.col("state") == "COPY_SEGMENT_FINISHED")
         & F.col("prev_segment").isNotNull()
         & (F.col("start_offset") <= F.col("prev_end"))
         & (F.to_json("leader_epochs") != F.to_json("prev_epochs"))
     )
-    kinds = F.filter(
+
+
+def _segment_kinds(cfg: KafkaAuditConfig) -> Column:
+    """The kinds a segment row is found to be (an array, maybe empty)."""
+    state = F.col("state")
+    deleted_part = F.col("partition_delete_state").isNotNull() | (
+        F.lit(cfg.topics_known) & F.col("topic_live").isNull()
+    )
+    copy_age = age_seconds(cfg.as_of_ms, F.col("copy_started_ms"))
+    delete_age = age_seconds(cfg.as_of_ms, F.col("delete_started_ms"))
+    return F.filter(
         F.array(
             F.when(
                 (state == "COPY_SEGMENT_FINISHED") & ~deleted_part & (F.size("missing_roles") > 0),
@@ -296,18 +321,31 @@ def _segments(segments: DataFrame, objects: DataFrame, topics: DataFrame, cfg: K
                 (state == "DELETE_SEGMENT_STARTED") & (delete_age > cfg.stuck_delete_s),
                 "remote_segment_stuck_delete",
             ),
-            F.when(overdue, "remote_segment_retention_overdue"),
-            F.when(overlap, "remote_segment_overlap"),
+            F.when(_retention_overdue(cfg), "remote_segment_retention_overdue"),
+            F.when(_overlaps_previous(), "remote_segment_overlap"),
         ),
         lambda k: k.isNotNull(),
     )
-    hit = s.select("*", F.explode(kinds).alias("_kind"))
-    k = F.col("_kind")
-    evidence = F.struct(
-        *evidence_common,
+
+
+def _segment_evidence(k: Column, cfg: KafkaAuditConfig) -> Column:
+    """The evidence of a segment finding of kind ``k``: the segment, and what its kind needs."""
+    return F.struct(
+        F.col("topic"),
+        F.col("topic_id"),
+        F.col("partition"),
+        F.col("segment_id"),
+        F.col("state"),
+        F.col("start_offset"),
+        F.col("end_offset"),
+        F.col("segment_size"),
+        F.col("copy_started_ms"),
+        F.col("state_ms"),
+        F.col("metadata_partition"),
+        F.col("metadata_offset"),
         F.col("max_timestamp_ms"),
         F.col("leader_epochs"),
-        present_roles.alias("present_roles"),
+        F.coalesce(F.col("roles"), F.array().cast("array<string>")).alias("present_roles"),
         F.when(k == "remote_segment_missing_object", F.col("missing_roles")).alias("missing_roles"),
         F.when(k == "remote_segment_stuck_copy", F.lit(cfg.stuck_copy_s))
         .when(k == "remote_segment_stuck_delete", F.lit(cfg.stuck_delete_s))
@@ -318,20 +356,28 @@ def _segments(segments: DataFrame, objects: DataFrame, topics: DataFrame, cfg: K
         F.when(k == "remote_segment_overlap", F.col("prev_end")).alias("overlaps_end_offset"),
         F.when(k == "remote_segment_overlap", F.col("prev_epochs")).alias("overlaps_leader_epochs"),
     )
+
+
+def _segments(segments: DataFrame, objects: DataFrame, topics: DataFrame, cfg: KafkaAuditConfig) -> DataFrame:
+    """Missing objects, stuck states and retention, one finding per segment."""
+    now = cfg.as_of_ms
+    s = _with_previous_segment(_with_objects_and_topics(segments, objects, topics, cfg))
+    hit = s.select("*", F.explode(_segment_kinds(cfg)).alias("_kind"))
+    k = F.col("_kind")
     return _rows(
         hit,
         kind=k,
         severity=F.when(k == "remote_segment_missing_object", "critical").otherwise("warning"),
         action="investigate",
-        evidence=evidence,
-        path=path,
+        evidence=_segment_evidence(k, cfg),
+        path=_path(F.col("topic"), F.col("partition"), F.col("segment_id")),
         object_key=_segment_key(cfg, "log"),
         bytes_=F.when(
             k.isin("remote_segment_stuck_copy", "remote_segment_stuck_delete"),
             F.coalesce(F.col("object_bytes"), F.lit(0)),
         ).otherwise(F.col("segment_size")),
-        age=F.when(k == "remote_segment_stuck_copy", copy_age)
-        .when(k == "remote_segment_stuck_delete", delete_age)
+        age=F.when(k == "remote_segment_stuck_copy", age_seconds(now, F.col("copy_started_ms")))
+        .when(k == "remote_segment_stuck_delete", age_seconds(now, F.col("delete_started_ms")))
         .when(k == "remote_segment_retention_overdue", age_seconds(now, F.col("max_timestamp_ms")))
         .otherwise(age_seconds(now, F.col("state_ms"))),
     )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+from ledgerlens.audit.findings import finding
 
 MB = 1024 * 1024
 ML_COMPONENT = "managed-ledger"
@@ -31,3 +33,43 @@ OFFLOAD_COLUMNS = (  # of an ml_ledgers row, carried into its reference as they 
     "offload_bucket",
     "offload_segments",
 )
+
+
+def place_columns(
+    *,
+    ledger_id: str | None = None,
+    managed_ledger: str | None = "managed_ledger",
+    cursor: str | None = "cursor",
+    path: str | None = "path",
+    tenant: str | None = "tenant",
+    namespace: str | None = "namespace",
+    bytes_: str | None = None,
+) -> dict[str, Column | None]:
+    """The keywords of ``raw_finding`` that say where a finding stands, each read from the row's column
+    of the given name (None: not known); by default the names the inventory tables use."""
+    names = {
+        "ledger_id": ledger_id,
+        "managed_ledger": managed_ledger,
+        "cursor": cursor,
+        "path": path,
+        "tenant": tenant,
+        "namespace": namespace,
+        "bytes_": bytes_,
+    }
+    return {k: F.col(v) if v else None for k, v in names.items()}
+
+
+def corrupt_finding(
+    rows: DataFrame, *, component: str | None, evidence: Column, **place: str | None
+) -> DataFrame:
+    """``corrupt_metadata`` (critical, to investigate) for every row of ``rows``; ``place``: the column
+    names of :func:`place_columns`."""
+    return finding(
+        rows,
+        kind="corrupt_metadata",
+        severity="critical",
+        component=component,
+        action="investigate",
+        evidence=evidence,
+        **place_columns(**place),
+    )

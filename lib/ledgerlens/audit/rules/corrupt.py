@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ledgerlens.audit.findings import finding
 from ledgerlens.audit.frames import Look, union_all
-from ledgerlens.audit.rules.common import ML_COMPONENT
+from ledgerlens.audit.rules.common import ML_COMPONENT, corrupt_finding
 
 _CORRUPT_METADATA = {  # table: component, ledger id, managed ledger, cursor, tenant, namespace columns
     "bk_ledgers": (None, "ledger_id", None, None, None, None),
@@ -40,24 +39,15 @@ def corrupt_metadata(
     ):
         if present is not None and not present(look.name):
             continue
-        rows = tables[look.table].filter(look.where)
-
-        def col(name: str | None) -> Column | None:
-            return F.col(name) if name else None
-
         parts.append(
-            finding(
-                rows,
-                kind="corrupt_metadata",
-                severity="critical",
+            corrupt_finding(
+                tables[look.table].filter(look.where),
                 component=component,
-                action="investigate",
-                ledger_id=col(lid),
-                managed_ledger=col(ml),
-                cursor=col(cur),
-                path=F.col("path"),
-                tenant=col(tenant),
-                namespace=col(ns),
+                ledger_id=lid,
+                managed_ledger=ml,
+                cursor=cur,
+                tenant=tenant,
+                namespace=ns,
                 evidence=F.struct(F.lit(look.table).alias("table"), F.col("error").alias("problem")),
             )
         )

@@ -7,13 +7,25 @@ from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds, finding
 from ledgerlens.audit.frames import Look
-from ledgerlens.audit.rules.common import false_if_null
+from ledgerlens.audit.rules.common import false_if_null, place_columns
 from ledgerlens.settings.config import AuditConfig
 
 IDLE = "idle_cursors"  # the look of idle_cursor_look
 IDLE_BROADCAST_ROWS = 100_000
 """Up to this many idle cursors, ``inactive_cursors`` sends them to every task that reads the ledger
 lists (a broadcast join) instead of shuffling every ``ml_ledgers`` row to meet them."""
+
+
+_IDLE_COLUMNS = (  # of an idle cursor, kept into its finding
+    "managed_ledger",
+    "cursor",
+    "path",
+    "tenant",
+    "namespace",
+    "mark_delete_ledger_id",
+    "mark_delete_entry_id",
+    "last_active_ms",
+)
 
 
 def _idle(config: AuditConfig) -> Column:
@@ -47,16 +59,7 @@ def inactive_cursors(
     """
     now = config.as_of_ms
     la = F.col("last_active_ms")
-    idle = idle_cursors(cursors, config).select(
-        "managed_ledger",
-        "cursor",
-        "path",
-        "tenant",
-        "namespace",
-        "mark_delete_ledger_id",
-        "mark_delete_entry_id",
-        "last_active_ms",
-    )
+    idle = idle_cursors(cursors, config).select(*_IDLE_COLUMNS)
     if idle_rows is not None and idle_rows <= IDLE_BROADCAST_ROWS:
         idle = F.broadcast(idle)
     ledgers = ml_ledgers.select(
@@ -71,16 +74,7 @@ def inactive_cursors(
         & (ledgers["h_id"] >= idle["mark_delete_ledger_id"])
         & ~false_if_null(ledgers["h_last"]),
     )
-    agg = held.groupBy(
-        "managed_ledger",
-        "cursor",
-        "path",
-        "tenant",
-        "namespace",
-        "mark_delete_ledger_id",
-        "mark_delete_entry_id",
-        "last_active_ms",
-    ).agg(
+    agg = held.groupBy(*_IDLE_COLUMNS).agg(
         F.count(F.lit(1)).alias("held_ledgers"),
         F.sum("h_size").alias("held_bytes"),
         F.min("h_id").alias("first_held_ledger_id"),
@@ -92,12 +86,7 @@ def inactive_cursors(
         severity="warning",
         component="cursor",
         action="investigate",
-        managed_ledger=F.col("managed_ledger"),
-        cursor=F.col("cursor"),
-        path=F.col("path"),
-        bytes_=F.col("held_bytes"),
-        tenant=F.col("tenant"),
-        namespace=F.col("namespace"),
+        **place_columns(bytes_="held_bytes"),
         age_seconds=age_seconds(now, la),
         evidence=F.struct(
             F.lit("cursor").alias("per"),

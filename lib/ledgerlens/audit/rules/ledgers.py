@@ -10,13 +10,20 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ledgerlens.audit.findings import age_seconds, finding, raw_finding
+from ledgerlens.audit.findings import age_seconds, raw_finding
 from ledgerlens.audit.frames import Look, union_all
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.audit.names import ANY, topic_to_ml
 from ledgerlens.audit.ownership import is_owned, tenant_of_name
 from ledgerlens.audit.references import BUCKET_TAG, ML_TAG, SCHEMA_TAG, owner_prefixes
-from ledgerlens.audit.rules.common import KNOWN_COMPONENTS, ML_COMPONENT, false_if_null, offload_complete
+from ledgerlens.audit.rules.common import (
+    KNOWN_COMPONENTS,
+    ML_COMPONENT,
+    corrupt_finding,
+    false_if_null,
+    offload_complete,
+    place_columns,
+)
 from ledgerlens.audit.rules.conditions import OFFLOAD_ROW, is_candidate, is_offloaded, selected
 from ledgerlens.formats.references import COMPACTION_CURSOR
 from ledgerlens.runtime.spark import adapts, interprets
@@ -85,46 +92,67 @@ def _with_owner_columns(rows: DataFrame) -> DataFrame:
     )
 
 
-def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
-    """The ledger rules as (condition on a joined row with ``_with_owner_columns``, raw finding) pairs."""
-    now = config.as_of_ms
-    unreferenced_old = (
+def _unreferenced_old(config: AuditConfig) -> Column:
+    """A ledger in BookKeeper that nothing references, decoded and older than ``min_orphan_age_s``."""
+    return (
         F.col("ref_component").isNull()
         & false_if_null(F.col("bk_present"))
         & F.col("bk_error").isNull()
-        & (F.col("ctime_ms") <= now - config.min_orphan_age_s * 1000)
+        & (F.col("ctime_ms") <= config.as_of_ms - config.min_orphan_age_s * 1000)
     )
+
+
+def _is_pulsar() -> Column:
+    return F.col("application") == "pulsar"
+
+
+def _is_ml_reference() -> Column:
+    return F.col("ref_component") == ML_COMPONENT
+
+
+def _owner_ml() -> Column:
+    return F.when(F.col("bk_component") != "schema", F.col(_OWNER))
+
+
+def _bookkeeper_columns(config: AuditConfig) -> dict[str, Column]:
+    """The columns of an unreferenced ledger as BookKeeper knows it: which, where, how big, how old."""
+    return {
+        "ledger_id": F.col("ledger_id"),
+        "path": F.col("bk_path"),
+        "bytes_": F.col("length"),
+        "age_seconds": age_seconds(config.as_of_ms, F.col("ctime_ms")),
+    }
+
+
+def _unreferenced_columns(config: AuditConfig) -> dict[str, Column]:
+    """The columns an orphan and a foreign ledger share: which ledger, whose, how big, how old."""
     comp = F.col("bk_component")
-    owner = F.col(_OWNER)
-    owner_ml = F.when(comp != "schema", owner)
-    tenant = F.col(_TENANT)
-    owned = F.col(_OWNED)
-    # the columns an orphan and a foreign ledger share: which ledger, whose, how big, how old
-    ledger_cols: dict[str, Column] = {
+    return {
+        **_bookkeeper_columns(config),
         "component": F.when(
             (comp == ML_COMPONENT) & F.col("bk_cursor").isNotNull(), F.lit("cursor")
         ).otherwise(comp),
-        "ledger_id": F.col("ledger_id"),
-        "managed_ledger": owner_ml,
+        "managed_ledger": _owner_ml(),
         "cursor": F.coalesce("bk_cursor", "delayed_cursor"),
-        "path": F.col("bk_path"),
-        "bytes_": F.col("length"),
-        "tenant": tenant,
-        "age_seconds": age_seconds(now, F.col("ctime_ms")),
+        "tenant": F.col(_TENANT),
     }
-    orphan = raw_finding(
+
+
+def _orphan(config: AuditConfig) -> Column:
+    comp = F.col("bk_component")
+    return raw_finding(
         kind="orphan_ledger",
         severity="warning",
         action="delete_ledger",
-        owner_ml=owner_ml,
-        **ledger_cols,
+        owner_ml=_owner_ml(),
+        **_unreferenced_columns(config),
         evidence=F.struct(
             "ctime_ms",
             "length",
             "state",
             "application",
             comp.alias("component"),
-            owner.alias("owner"),
+            F.col(_OWNER).alias("owner"),
             F.col("bk_ml").alias("managed_ledger"),
             F.col("bk_cursor").alias("cursor"),
             F.col("bk_schema_id").alias("schema_id"),
@@ -135,11 +163,15 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
             F.lit(config.min_orphan_age_s).alias("min_orphan_age_s"),
         ),
     )
-    foreign = raw_finding(
+
+
+def _foreign(config: AuditConfig) -> Column:
+    tenant = F.col(_TENANT)
+    return raw_finding(
         kind="foreign_ledger",
         severity="info",
         action="none",
-        **ledger_cols,
+        **_unreferenced_columns(config),
         evidence=F.struct(
             tenant.alias("tenant"),
             F.when(tenant.isNull(), F.lit("owner unknown"))
@@ -148,35 +180,42 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
             "ctime_ms",
             "length",
             "state",
-            comp.alias("component"),
-            owner.alias("owner"),
+            F.col("bk_component").alias("component"),
+            F.col(_OWNER).alias("owner"),
         ),
     )
-    unattributed = raw_finding(
+
+
+def _unattributed(config: AuditConfig) -> Column:
+    return raw_finding(
         kind="unattributed_ledger",
         severity="info",
         component=None,
         action="none",
-        ledger_id=F.col("ledger_id"),
-        path=F.col("bk_path"),
-        bytes_=F.col("length"),
-        age_seconds=age_seconds(now, F.col("ctime_ms")),
-        evidence=F.struct("ctime_ms", "length", "state", "application", comp.alias("component")),
+        **_bookkeeper_columns(config),
+        evidence=F.struct(
+            "ctime_ms", "length", "state", "application", F.col("bk_component").alias("component")
+        ),
     )
+
+
+def _missing() -> Column:
     ref = F.col("ref_component")
-    missing = raw_finding(
+    return raw_finding(
         kind="missing_ledger",
         severity="critical",
         component=ref,
         action="investigate",
-        ledger_id=F.col("ledger_id"),
-        managed_ledger=F.col("ref_ml"),
-        cursor=F.col("ref_cursor"),
-        path=F.col("ref_path"),
-        bytes_=F.col("ref_size"),
-        tenant=F.col("ref_tenant"),
-        namespace=F.col("ref_namespace"),
         owner_ml=F.col("ref_ml"),
+        **place_columns(
+            ledger_id="ledger_id",
+            managed_ledger="ref_ml",
+            cursor="ref_cursor",
+            path="ref_path",
+            tenant="ref_tenant",
+            namespace="ref_namespace",
+            bytes_="ref_size",
+        ),
         evidence=F.struct(
             ref.alias("reference"),
             F.col("ref_path").alias("referenced_by"),
@@ -192,18 +231,24 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
             "offload_complete",
         ),
     )
-    is_ml = ref == ML_COMPONENT
-    ml_common: dict[str, Any] = {
+
+
+def _ml_reference_columns(config: AuditConfig) -> dict[str, Any]:
+    """The columns of a finding on a managed ledger's reference to a ledger."""
+    return {
         "component": ML_COMPONENT,
         "ledger_id": F.col("ledger_id"),
         "managed_ledger": F.col("ref_ml"),
         "bytes_": F.col("ref_size"),
         "tenant": F.col("ref_tenant"),
         "namespace": F.col("ref_namespace"),
-        "age_seconds": age_seconds(now, F.col("ctime_ms")),
+        "age_seconds": age_seconds(config.as_of_ms, F.col("ctime_ms")),
         "owner_ml": F.col("ref_ml"),
     }
-    open_overdue = raw_finding(
+
+
+def _open_overdue(config: AuditConfig) -> Column:
+    return raw_finding(
         kind="open_ledger_overdue",
         severity="warning",
         action="investigate",
@@ -215,48 +260,58 @@ def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
             F.col("bk_path").alias("ledger_path"),
             F.lit(config.open_ledger_max_age_s).alias("open_ledger_max_age_s"),
         ),
-        **ml_common,
+        **_ml_reference_columns(config),
     )
-    retention = raw_finding(
+
+
+def _retention(config: AuditConfig) -> Column:
+    return raw_finding(
         kind="retention_overdue",
         severity="warning",
         action="load_topic",
         evidence=F.struct("ret_ev.*", false_if_null(F.col("bk_present")).alias("in_bookkeeper")),
-        **ml_common,
+        **_ml_reference_columns(config),
     )
+
+
+def _is_missing() -> Column:
+    """Referenced, absent from BookKeeper, and not a managed ledger's completely offloaded ledger."""
+    return (
+        F.col("bk_present").isNull()
+        & F.col("ref_component").isNotNull()
+        & ~(_is_ml_reference() & false_if_null(offload_complete()))
+    )
+
+
+def _is_open_overdue(config: AuditConfig) -> Column:
+    """A managed ledger's last ledger, still open after ``open_ledger_max_age_s``."""
+    return (
+        _is_ml_reference()
+        & false_if_null(F.col("is_last"))
+        & (F.col("state") == "OPEN")
+        & F.col("bk_error").isNull()
+        & (F.col("ctime_ms") <= config.as_of_ms - config.open_ledger_max_age_s * 1000)
+    )
+
+
+def _ledger_items(config: AuditConfig) -> list[tuple[Column, Column]]:
+    """The ledger rules as (condition on a joined row with ``_with_owner_columns``, raw finding) pairs."""
+    unreferenced_old = _unreferenced_old(config)
+    owned = F.col(_OWNED)
     return [
-        (
-            unreferenced_old & (F.col("application") == "pulsar") & owned & F.col(_VISIBLE),
-            orphan,
-        ),
+        (unreferenced_old & _is_pulsar() & owned & F.col(_VISIBLE), _orphan(config)),
         (
             # an unknown owner (null tenant) stays silent while blind spots may hide it, as orphans do
-            unreferenced_old
-            & (F.col("application") == "pulsar")
-            & ~owned
-            & (tenant.isNotNull() | F.col(_VISIBLE)),
-            foreign,
+            unreferenced_old & _is_pulsar() & ~owned & (F.col(_TENANT).isNotNull() | F.col(_VISIBLE)),
+            _foreign(config),
         ),
         (
             unreferenced_old & (F.col("application").isNull() | (F.col("application") != "pulsar")),
-            unattributed,
+            _unattributed(config),
         ),
-        (
-            F.col("bk_present").isNull() & ref.isNotNull() & ~(is_ml & false_if_null(offload_complete())),
-            missing,
-        ),
-        (
-            is_ml
-            & false_if_null(F.col("is_last"))
-            & (F.col("state") == "OPEN")
-            & F.col("bk_error").isNull()
-            & (F.col("ctime_ms") <= now - config.open_ledger_max_age_s * 1000),
-            open_overdue,
-        ),
-        (
-            is_ml & false_if_null(F.col("ret_overdue")) & F.col(_ML_VISIBLE),
-            retention,
-        ),
+        (_is_missing(), _missing()),
+        (_is_open_overdue(config), _open_overdue(config)),
+        (_is_ml_reference() & false_if_null(F.col("ret_overdue")) & F.col(_ML_VISIBLE), _retention(config)),
     ]
 
 
@@ -409,20 +464,12 @@ def corrupt_bookie_entries(
         if df is None:
             continue
         lid = "ledger_id" if table == "bucket_snapshots" else "cursors_ledger_id"
-        rows = df.filter(F.col("error_kind") == "corrupt")
         parts.append(
-            finding(
-                rows,
-                kind="corrupt_metadata",
-                severity="critical",
+            corrupt_finding(
+                df.filter(F.col("error_kind") == "corrupt"),
                 component=component,
-                action="investigate",
-                ledger_id=F.col(lid),
-                managed_ledger=F.col("managed_ledger"),
-                cursor=F.col("cursor"),
-                path=F.col(path),
-                tenant=F.col("tenant"),
-                namespace=F.col("namespace"),
+                ledger_id=lid,
+                path=path,
                 evidence=F.struct(
                     F.lit(table).alias("table"),
                     F.col("error").alias("problem"),

@@ -3,14 +3,14 @@ deleter lends an action (``ActionContext``) and the two steps an action defines 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ledgerlens.deletion import messages as m
 from ledgerlens.deletion.outcomes import Decision, Mismatch, Outcome
 from ledgerlens.deletion.references import ReferenceIndex, Roots
-from ledgerlens.deletion.verify import LiveReader, Verdict
+from ledgerlens.deletion.verify import MISMATCH, RETRY, LiveReader, Verdict, _err
 from ledgerlens.settings.config import S3Source
 
 
@@ -90,3 +90,21 @@ class Action:
 
 
 __all__ = ["Action", "ActionContext", "Work"]
+
+
+def head_verdict(
+    planned: Mapping[str, Any], head: tuple[int, Any] | Exception, planned_etag: str
+) -> Verdict | None:
+    """A planned object found present: RETRY when its HEAD failed, MISMATCH when its size or ETag
+    (``head``: size, ETag) is not the plan's (``planned``, its ETag as the store reports it)."""
+    key = planned["key"]
+    if isinstance(head, Exception):
+        return Verdict(RETRY, f"HEAD {key}: {_err(head)}")
+    size, etag = head
+    if size != int(planned["size"]) or etag != planned_etag:
+        return Verdict(
+            MISMATCH,
+            f"{key} changed since the plan "
+            f"(size {size} etag {etag}, plan {planned['size']} {planned['etag']})",
+        )
+    return None

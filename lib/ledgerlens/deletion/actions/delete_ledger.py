@@ -33,6 +33,81 @@ from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.references import owners_of
 
 
+def _node_verdict(
+    node: Node | _Absent | Exception, exp: Mapping[str, Any], path: str
+) -> Verdict | dict[str, str]:
+    """The ledger's BookKeeper custom metadata when its node is as planned, else the verdict."""
+    if isinstance(node, _Absent):
+        return Verdict(ALREADY_GONE, "ledger znode absent")
+    if isinstance(node, Exception):
+        return Verdict(RETRY, f"ledger znode unreadable: {_err(node)}")
+    if node.version != int(exp["znode_version"]):
+        return Verdict(
+            MISMATCH,
+            f"ledger metadata changed since the plan "
+            f"(znode version {node.version}, plan {exp['znode_version']})",
+        )
+    try:
+        custom = decode_ledger_metadata(node.data, path=path).custom_text()
+    except LedgerLensError as e:
+        return Verdict(MISMATCH, f"ledger metadata does not decode any more: {e}")
+    if dict(sorted(custom.items())) != dict(exp.get("custom_metadata") or {}):
+        return Verdict(MISMATCH, "BookKeeper custom metadata differs from the plan")
+    if custom.get("application") != "pulsar":
+        return Verdict(MISMATCH, "ledger has no Pulsar custom metadata")
+    return custom
+
+
+_Claimed = tuple[set[str], set[str], list[str | None]]  # managed ledgers, schema ids, their tenants
+
+
+def _claimed_owners(custom: Mapping[str, str] | None) -> _Claimed:
+    """The owners a ledger's custom metadata names, and their tenants (None: unknown)."""
+    if custom is None:
+        return set(), set(), []
+    m, s = owners_of(custom)
+    ts: list[str | None] = [tenant_of_ml(x) for x in sorted(m)]
+    ts += [x.split("/", 1)[0] if "/" in x else None for x in sorted(s)]
+    if not m and not s:
+        ts = [None]
+    return m, s, ts
+
+
+def _reference_verdict(
+    item: Mapping[str, Any],
+    lid: int,
+    owners: _Claimed,
+    live_mls: Mapping[str, tuple[set[int], dict[str, Any]] | Exception],
+    live_schemas: Mapping[str, set[int] | Exception],
+) -> Verdict | None:
+    """IN_USE when a live owner the ledger names references it (or may: a compaction in flight);
+    the unreadable verdict when an owner cannot be read; else None."""
+    m, s, _ = owners
+    for ml in sorted(m):
+        got = live_mls[ml]
+        if isinstance(got, Exception):
+            return _unreadable(f"managed ledger {ml}", got, "cannot prove the ledger unreferenced")
+        refs, info = got
+        if lid in refs:
+            return Verdict(IN_USE, f"referenced by managed ledger {ml} (ledger list or a cursor)")
+        component = (item.get("finding") or {}).get("component")
+        if (
+            component == "compacted-ledger"
+            and info["compaction_open"]
+            and (info["compacted"] is None or lid > int(info["compacted"]))
+        ):
+            return Verdict(
+                IN_USE, f"may be the compacted ledger of {ml}: the __compaction cursor ledger is open"
+            )
+    for sid in sorted(s):
+        got_s = live_schemas[sid]
+        if isinstance(got_s, Exception):
+            return _unreadable(f"schema {sid}", got_s, "cannot read the locator")
+        if lid in got_s:
+            return Verdict(IN_USE, f"referenced by the schema locator of {sid}")
+    return None
+
+
 def verify_ledgers(
     items: Sequence[Mapping[str, Any]],
     reader: LiveReader,
@@ -48,104 +123,30 @@ def verify_ledgers(
     paths = [ledger_path(int(i["expected"]["ledger_id"]), reader.roots.ledgers) for i in items]
     nodes = get_many(reader.bk, paths)
     # what each live ledger claims, to know which owners to read
-    claims: list[dict[str, str] | None] = []
-    custom: dict[str, str] | None
-    pre: list[Verdict | None] = []
-    for item, path in zip(items, paths, strict=True):
-        exp = item["expected"]
-        node = nodes[path]
-        claims.append(None)
-        if isinstance(node, _Absent):
-            pre.append(Verdict(ALREADY_GONE, "ledger znode absent"))
-            continue
-        if isinstance(node, Exception):
-            pre.append(Verdict(RETRY, f"ledger znode unreadable: {_err(node)}"))
-            continue
-        if node.version != int(exp["znode_version"]):
-            pre.append(
-                Verdict(
-                    MISMATCH,
-                    f"ledger metadata changed since the plan "
-                    f"(znode version {node.version}, plan {exp['znode_version']})",
-                )
-            )
-            continue
-        try:
-            custom = decode_ledger_metadata(node.data, path=path).custom_text()
-        except LedgerLensError as e:
-            pre.append(Verdict(MISMATCH, f"ledger metadata does not decode any more: {e}"))
-            continue
-        if dict(sorted(custom.items())) != dict(exp.get("custom_metadata") or {}):
-            pre.append(Verdict(MISMATCH, "BookKeeper custom metadata differs from the plan"))
-            continue
-        if custom.get("application") != "pulsar":
-            pre.append(Verdict(MISMATCH, "ledger has no Pulsar custom metadata"))
-            continue
-        claims[-1] = custom
-        pre.append(None)
-
-    mls: set[str] = set()
-    schema_ids: set[str] = set()
-    tenants: set[str] = set()
-    owners: list[tuple[set[str], set[str], list[str | None]]] = []
-    for custom in claims:
-        if custom is None:
-            owners.append((set(), set(), []))
-            continue
-        m, s = owners_of(custom)
-        ts: list[str | None] = [tenant_of_ml(x) for x in sorted(m)]
-        ts += [x.split("/", 1)[0] if "/" in x else None for x in sorted(s)]
-        if not m and not s:
-            ts = [None]
-        mls |= m
-        schema_ids |= s
-        tenants |= {t for t in ts if t}
-        owners.append((m, s, ts))
+    checked = [
+        _node_verdict(nodes[path], item["expected"], path) for item, path in zip(items, paths, strict=True)
+    ]
+    owners = [_claimed_owners(None if isinstance(c, Verdict) else c) for c in checked]
+    mls = {x for m, _, _ in owners for x in m}
+    schema_ids = {x for _, s, _ in owners for x in s}
+    tenants = {t for _, _, ts in owners for t in ts if t}
     live_tenants = reader.tenants(sorted(tenants)) if tenants else {}
     live_mls = reader.managed_ledgers(sorted(mls)) if mls else {}
     live_schemas = reader.schemas(sorted(schema_ids)) if schema_ids else {}
 
     out: list[tuple[Verdict, Node | None]] = []
-    for item, path, verdict, (m, s, ts) in zip(items, paths, pre, owners, strict=True):
-        node = nodes[path]
-        if verdict is not None:
-            out.append((verdict, None))
+    for item, path, check, owned in zip(items, paths, checked, owners, strict=True):
+        if isinstance(check, Verdict):
+            out.append((check, None))
             continue
+        node = nodes[path]
         assert isinstance(node, Node)
         lid = int(item["expected"]["ledger_id"])
-        tv = _tenant_verdict(ts, live_tenants, deleted, index)
-        if tv is not None:
-            out.append((tv, None))
-            continue
-        decided = _index_verdict(index, lid, m | s)
-        for ml in sorted(m) if decided is None else ():
-            got = live_mls[ml]
-            if isinstance(got, Exception):
-                decided = _unreadable(f"managed ledger {ml}", got, "cannot prove the ledger unreferenced")
-                break
-            refs, info = got
-            if lid in refs:
-                decided = Verdict(IN_USE, f"referenced by managed ledger {ml} (ledger list or a cursor)")
-                break
-            component = (item.get("finding") or {}).get("component")
-            if (
-                component == "compacted-ledger"
-                and info["compaction_open"]
-                and (info["compacted"] is None or lid > int(info["compacted"]))
-            ):
-                decided = Verdict(
-                    IN_USE, f"may be the compacted ledger of {ml}: the __compaction cursor ledger is open"
-                )
-                break
+        decided = _tenant_verdict(owned[2], live_tenants, deleted, index)
         if decided is None:
-            for sid in sorted(s):
-                got_s = live_schemas[sid]
-                if isinstance(got_s, Exception):
-                    decided = _unreadable(f"schema {sid}", got_s, "cannot read the locator")
-                    break
-                if lid in got_s:
-                    decided = Verdict(IN_USE, f"referenced by the schema locator of {sid}")
-                    break
+            decided = _index_verdict(index, lid, owned[0] | owned[1])
+        if decided is None:
+            decided = _reference_verdict(item, lid, owned, live_mls, live_schemas)
         out.append(
             (decided or Verdict(DELETE, "unreferenced and unchanged", {"znode_version": node.version}), node)
         )

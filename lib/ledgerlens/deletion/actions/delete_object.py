@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
-from ledgerlens.deletion.actions.base import Action, ActionContext, Work
+from ledgerlens.deletion.actions.base import Action, ActionContext, Work, head_verdict
 from ledgerlens.deletion.outcomes import Outcome
 from ledgerlens.deletion.references import ReferenceIndex
 from ledgerlens.deletion.verify import (
@@ -50,6 +51,134 @@ def head_object(client: Any, bucket: str, key: str) -> dict[str, Any] | None | E
     }
 
 
+def _heads(
+    items: Sequence[Mapping[str, Any]], s3: Any, bucket: str, max_in_flight: int
+) -> dict[tuple[int, str], dict[str, Any] | None | Exception]:
+    """HEAD of every planned object, by (item index, key), ``max_in_flight`` at a time."""
+    flat = [(n, o["key"]) for n, i in enumerate(items) for o in i["expected"]["objects"]]
+    with ThreadPoolExecutor(max_workers=max(1, max_in_flight)) as pool:
+        heads = list(pool.map(lambda nk: head_object(s3, bucket, nk[1]), flat))
+    return {(n, k): h for (n, k), h in zip(flat, heads, strict=True)}
+
+
+def _metadata_verdict(
+    key: str, metadata: Mapping[str, Any], ml: str | None, cluster_name: str | None
+) -> Verdict | None:
+    """MISMATCH when an object's metadata names another managed ledger or another cluster."""
+    meta_ml = metadata.get("managedledgername")
+    if meta_ml and ml and meta_ml != ml:
+        return Verdict(MISMATCH, f"{key} belongs to managed ledger {meta_ml}, not {ml}")
+    meta_cluster = metadata.get("pulsarclustername")
+    if cluster_name and meta_cluster and meta_cluster != cluster_name:
+        return Verdict(MISMATCH, f"{key} was written by cluster {meta_cluster}, not {cluster_name}")
+    return None
+
+
+def _planned_objects(
+    n: int,
+    item: Mapping[str, Any],
+    head_of: Mapping[tuple[int, str], dict[str, Any] | None | Exception],
+    bucket: str,
+    cluster_name: str | None,
+) -> tuple[Verdict | None, list[str], str | None]:
+    """The keys of item ``n`` still present and unchanged, and its owner managed ledger (the plan's,
+    else the objects' metadata's); with a verdict when the objects already decide the item."""
+    exp = item["expected"]
+    want_bucket = exp.get("bucket")
+    ml: str | None = exp.get("managed_ledger")
+    if want_bucket and want_bucket != bucket:
+        return Verdict(MISMATCH, f"planned for bucket {want_bucket}, deleter runs on {bucket}"), [], ml
+    keys: list[str] = []
+    for o in exp["objects"]:
+        h = head_of[(n, o["key"])]
+        if h is None:
+            continue
+        verdict = head_verdict(o, h if isinstance(h, Exception) else (h["size"], h["etag"]), o["etag"])
+        if verdict is None:
+            assert not isinstance(h, Exception)
+            verdict = _metadata_verdict(o["key"], h["metadata"], ml, cluster_name)
+            ml = ml or h["metadata"].get("managedledgername")
+        if verdict is not None:
+            return verdict, keys, ml
+        keys.append(o["key"])
+    if not keys:
+        return Verdict(ALREADY_GONE, "every planned object is absent"), keys, ml
+    if not ml:
+        return Verdict(MISMATCH, "owner managed ledger unknown: not proven to be this cluster's"), keys, ml
+    return None, keys, ml
+
+
+@dataclass(frozen=True)
+class _Owners:
+    """What the live stores hold of the owners of the copies left to decide, read in batches."""
+
+    tenants: dict[str, bool | Exception]
+    managed_ledgers: dict[str, tuple[set[int], dict[str, Any]] | Exception]
+    in_bookkeeper: dict[int, bool | Exception]  # the ledgers' BookKeeper copies, by ledger id
+
+    @classmethod
+    def read(cls, reader: LiveReader, undecided: Sequence[tuple[Mapping[str, Any], str]]) -> _Owners:
+        mls = sorted({ml for _, ml in undecided})
+        tenants = sorted({t for t in (tenant_of_ml(m) for m in mls) if t})
+        # without a BookKeeper copy, the objects are the only copy of their data
+        ids = [
+            int(i["expected"]["ledger_id"])
+            for i, _ in undecided
+            if i["expected"].get("ledger_id") is not None
+        ]
+        return cls(
+            reader.tenants(tenants) if tenants else {},
+            reader.managed_ledgers(mls) if mls else {},
+            reader.ledger_nodes(ids) if ids else {},
+        )
+
+
+def _copy_verdict(
+    item: Mapping[str, Any],
+    ml: str,
+    owners: _Owners,
+    reader: LiveReader,
+    deleted: set[str],
+    index: ReferenceIndex | None,
+    topic_listed: Callable[[str], bool | Exception] | None,
+) -> Verdict | None:
+    """Why an unchanged offload copy of managed ledger ``ml`` may not be deleted, or None."""
+    tv = _tenant_verdict([tenant_of_ml(ml)], owners.tenants, deleted, index)
+    if tv is not None:
+        return tv
+    uuid = str(item["expected"]["uuid"])
+    if index is not None and uuid in index.uuids:
+        node = index.uuids[uuid]
+        return Verdict(IN_USE, f"the offload context of {node} references it", {"node": node})
+    iv = _index_verdict(index, None, [ml])
+    if iv is not None:
+        return iv
+    got = owners.managed_ledgers[ml]
+    if isinstance(got, Exception):
+        return _unreadable(f"managed ledger {ml}", got, "cannot prove the copy unreferenced")
+    _, info = got
+    if uuid in info["uuids"]:
+        return Verdict(IN_USE, f"offload context of managed ledger {ml} references it")
+    lid = item["expected"].get("ledger_id")
+    bk = owners.in_bookkeeper.get(int(lid)) if lid is not None else False
+    if isinstance(bk, Exception):
+        return Verdict(RETRY, f"ledger {lid}: cannot read its BookKeeper metadata ({_err(bk)})")
+    exists: bool | Exception = info["exists"] or (index is not None and ml in index.managed_ledgers)
+    if not bk and not exists and topic_listed is not None:
+        exists = topic_listed(ml)
+    if isinstance(exists, Exception):
+        return Verdict(RETRY, f"admin API: cannot list the topics of {ml} ({_err(exists)})")
+    if not bk and exists:
+        what = f"ledger {lid}'s" if lid is not None else "a PIP-76 segment's"
+        return Verdict(
+            UNPROVABLE,
+            f"the only copy of {what} data (no BookKeeper copy) while managed ledger {ml} "
+            "still exists: deleted only once the managed ledger is proven deleted",
+            {"node": f"{reader.roots.managed_ledgers}/{ml}", "only_copy": True},
+        )
+    return None
+
+
 def verify_objects(
     items: Sequence[Mapping[str, Any]],
     reader: LiveReader,
@@ -67,126 +196,21 @@ def verify_objects(
     ``topic_listed`` (managed ledger -> whether the admin API lists its topic): with it, an only copy
     is deleted only when the admin API does not list the topic either (:func:`admin_topic_lister`).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     deleted = set(deleted_tenants)
-    flat = [(n, o["key"]) for n, i in enumerate(items) for o in i["expected"]["objects"]]
-    with ThreadPoolExecutor(max_workers=max(1, max_in_flight)) as pool:
-        heads = list(pool.map(lambda nk: head_object(s3, bucket, nk[1]), flat))
-    head_of = {(n, k): h for (n, k), h in zip(flat, heads, strict=True)}
-
-    pre: list[Verdict | None] = []
-    present: list[list[str]] = []
-    owner: list[str | None] = []
-    for n, item in enumerate(items):
-        exp = item["expected"]
-        want_bucket = exp.get("bucket")
-        keys: list[str] = []
-        verdict: Verdict | None = None
-        ml: str | None = exp.get("managed_ledger")
-        if want_bucket and want_bucket != bucket:
-            verdict = Verdict(MISMATCH, f"planned for bucket {want_bucket}, deleter runs on {bucket}")
-        for o in exp["objects"] if verdict is None else []:
-            h = head_of[(n, o["key"])]
-            if h is None:
-                continue
-            if isinstance(h, Exception):
-                verdict = Verdict(RETRY, f"HEAD {o['key']}: {_err(h)}")
-                break
-            if h["size"] != int(o["size"]) or h["etag"] != o["etag"]:
-                verdict = Verdict(
-                    MISMATCH,
-                    f"{o['key']} changed since the plan (size {h['size']} etag {h['etag']}, "
-                    f"plan {o['size']} {o['etag']})",
-                )
-                break
-            meta_ml = h["metadata"].get("managedledgername")
-            if meta_ml and ml and meta_ml != ml:
-                verdict = Verdict(MISMATCH, f"{o['key']} belongs to managed ledger {meta_ml}, not {ml}")
-                break
-            ml = ml or meta_ml
-            meta_cluster = h["metadata"].get("pulsarclustername")
-            if cluster_name and meta_cluster and meta_cluster != cluster_name:
-                verdict = Verdict(
-                    MISMATCH, f"{o['key']} was written by cluster {meta_cluster}, not {cluster_name}"
-                )
-                break
-            keys.append(o["key"])
-        if verdict is None and not keys:
-            verdict = Verdict(ALREADY_GONE, "every planned object is absent")
-        if verdict is None and not ml:
-            verdict = Verdict(MISMATCH, "owner managed ledger unknown: not proven to be this cluster's")
-        pre.append(verdict)
-        present.append(keys)
-        owner.append(ml)
-
-    mls = sorted({m for m, v in zip(owner, pre, strict=True) if m and v is None})
-    tenants = sorted({t for t in (tenant_of_ml(m) for m in mls) if t})
-    live_tenants = reader.tenants(tenants) if tenants else {}
-    live_mls = reader.managed_ledgers(mls) if mls else {}
-    # the ledgers' BookKeeper copies: without one, the objects are the only copy of their data
-    wanted_ids = [
-        int(i["expected"]["ledger_id"])
-        for i, v in zip(items, pre, strict=True)
-        if v is None and i["expected"].get("ledger_id") is not None
-    ]
-    in_bk = reader.ledger_nodes(wanted_ids) if wanted_ids else {}
+    head_of = _heads(items, s3, bucket, max_in_flight)
+    planned = [_planned_objects(n, item, head_of, bucket, cluster_name) for n, item in enumerate(items)]
+    owners = _Owners.read(
+        reader, [(item, ml) for item, (v, _, ml) in zip(items, planned, strict=True) if v is None and ml]
+    )
     out: list[tuple[Verdict, list[str]]] = []
-    for item, verdict, keys, ml in zip(items, pre, present, owner, strict=True):
-        if verdict is not None:
-            out.append((verdict, []))
-            continue
-        assert ml is not None
-        tv = _tenant_verdict([tenant_of_ml(ml)], live_tenants, deleted, index)
-        if tv is not None:
-            out.append((tv, []))
-            continue
-        uuid = str(item["expected"]["uuid"])
-        if index is not None and uuid in index.uuids:
-            node = index.uuids[uuid]
-            out.append((Verdict(IN_USE, f"the offload context of {node} references it", {"node": node}), []))
-            continue
-        iv = _index_verdict(index, None, [ml])
-        if iv is not None:
-            out.append((iv, []))
-            continue
-        got = live_mls[ml]
-        if isinstance(got, Exception):
-            out.append((_unreadable(f"managed ledger {ml}", got, "cannot prove the copy unreferenced"), []))
-            continue
-        _, info = got
-        if uuid in info["uuids"]:
-            out.append((Verdict(IN_USE, f"offload context of managed ledger {ml} references it"), []))
-            continue
-        lid = item["expected"].get("ledger_id")
-        bk = in_bk.get(int(lid)) if lid is not None else False
-        if isinstance(bk, Exception):
-            out.append(
-                (Verdict(RETRY, f"ledger {lid}: cannot read its BookKeeper metadata ({_err(bk)})"), [])
-            )
-            continue
-        exists: bool | Exception = info["exists"] or (index is not None and ml in index.managed_ledgers)
-        if not bk and not exists and topic_listed is not None:
-            exists = topic_listed(ml)
-        if isinstance(exists, Exception):
-            out.append((Verdict(RETRY, f"admin API: cannot list the topics of {ml} ({_err(exists)})"), []))
-            continue
-        if not bk and exists:
-            what = f"ledger {lid}'s" if lid is not None else "a PIP-76 segment's"
-            node = f"{reader.roots.managed_ledgers}/{ml}"
-            out.append(
-                (
-                    Verdict(
-                        UNPROVABLE,
-                        f"the only copy of {what} data (no BookKeeper copy) while managed ledger {ml} "
-                        "still exists: deleted only once the managed ledger is proven deleted",
-                        {"node": node, "only_copy": True},
-                    ),
-                    [],
-                )
-            )
-            continue
-        out.append((Verdict(DELETE, "unreferenced and unchanged", {"keys": keys}), keys))
+    for item, (verdict, keys, ml) in zip(items, planned, strict=True):
+        if verdict is None:
+            assert ml is not None
+            verdict = _copy_verdict(item, ml, owners, reader, deleted, index, topic_listed)
+            if verdict is None:
+                out.append((Verdict(DELETE, "unreferenced and unchanged", {"keys": keys}), keys))
+                continue
+        out.append((verdict, []))
     return out
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledgerlens.deletion.actions.base import Action, ActionContext, Work
+from ledgerlens.deletion.actions.base import Action, ActionContext, Work, head_verdict
 from ledgerlens.deletion.outcomes import Outcome
 from ledgerlens.deletion.verify import ALREADY_GONE, DELETE, IN_USE, MISMATCH, RETRY, Verdict
 from ledgerlens.errors import ConfigError, LedgerLensError
@@ -164,25 +164,26 @@ def _err(e: BaseException) -> str:
     return redact(f"{type(e).__name__}: {e}")[:300]
 
 
-def verify_remote_segments(
-    items: Sequence[Mapping[str, Any]], live: KafkaLive, max_in_flight: int = 16
-) -> list[tuple[Verdict, list[str]]]:
-    """Verdicts for approved ``delete_remote_segment`` items, with the keys still present (to delete)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    try:
-        state, listed = live.refresh()
-    except (LedgerLensError, OSError) as e:
-        return [(Verdict(RETRY, f"Kafka metadata unreadable: {_err(e)}"), []) for _ in items]
-    corrupt = sum(1 for ev in state.events if ev.get("kind") == "corrupt")
-    known = {tid for (tid, _) in state.partitions} | {tid for (tid, _, _) in state.segments} | listed
-
+def _planned_stores(items: Sequence[Mapping[str, Any]], live: KafkaLive) -> list[RemoteStore | Exception]:
+    """The remote store each item names, or why it cannot be used."""
     stores: list[RemoteStore | Exception] = []
     for item in items:
         try:
             stores.append(store_of(item["expected"], live.endpoint_url, live.region))
         except ConfigError as e:
             stores.append(e)
+    return stores
+
+
+def _remote_heads(
+    items: Sequence[Mapping[str, Any]],
+    stores: Sequence[RemoteStore | Exception],
+    live: KafkaLive,
+    max_in_flight: int,
+) -> dict[tuple[int, str], tuple[int, str] | None | Exception]:
+    """(size, ETag) of every planned object of a usable store, by (item index, key); None when absent."""
+    from concurrent.futures import ThreadPoolExecutor
+
     flat = [
         (n, o["key"])
         for n, item in enumerate(items)
@@ -199,8 +200,45 @@ def verify_remote_segments(
             return e
 
     with ThreadPoolExecutor(max_workers=max(1, max_in_flight)) as pool:
-        heads = dict(zip(flat, pool.map(head, flat), strict=True))
+        return dict(zip(flat, pool.map(head, flat), strict=True))
 
+
+def _segment_metadata_verdict(
+    exp: Mapping[str, Any], state: Replay, known: set[str], corrupt: int
+) -> Verdict | None:
+    """Why the metadata does not let the segment go (undecodable records, an unknown topic id, a live
+    segment), or None."""
+    if corrupt:
+        return Verdict(RETRY, f"{corrupt} metadata records do not decode: cannot prove the segment unknown")
+    tid, part, sid = str(exp["topic_id"]), int(exp["partition"]), str(exp["segment_id"])
+    if tid not in known:
+        return Verdict(
+            MISMATCH,
+            f"topic id {tid} is unknown to the cluster's metadata: not proven to be this cluster's",
+        )
+    seg = state.segments.get((tid, part, sid))
+    p = state.partitions.get((tid, part)) or {}
+    if (
+        seg is not None
+        and seg["state"] in LIVE_STATES
+        and p.get("delete_state") != "DELETE_PARTITION_FINISHED"
+    ):
+        return Verdict(IN_USE, f"the metadata knows segment {sid} in state {seg['state']}")
+    return None
+
+
+def verify_remote_segments(
+    items: Sequence[Mapping[str, Any]], live: KafkaLive, max_in_flight: int = 16
+) -> list[tuple[Verdict, list[str]]]:
+    """Verdicts for approved ``delete_remote_segment`` items, with the keys still present (to delete)."""
+    try:
+        state, listed = live.refresh()
+    except (LedgerLensError, OSError) as e:
+        return [(Verdict(RETRY, f"Kafka metadata unreadable: {_err(e)}"), []) for _ in items]
+    corrupt = sum(1 for ev in state.events if ev.get("kind") == "corrupt")
+    known = {tid for (tid, _) in state.partitions} | {tid for (tid, _, _) in state.segments} | listed
+    stores = _planned_stores(items, live)
+    heads = _remote_heads(items, stores, live, max_in_flight)
     out: list[tuple[Verdict, list[str]]] = []
     for n, item in enumerate(items):
         exp = item["expected"]
@@ -214,39 +252,14 @@ def verify_remote_segments(
             h = heads[(n, o["key"])]
             if h is None:
                 continue
-            if isinstance(h, Exception):
-                verdict = Verdict(RETRY, f"HEAD {o['key']}: {_err(h)}")
-                break
-            size, etag = h
-            if size != int(o["size"]) or etag != str(o["etag"]).strip('"'):
-                verdict = Verdict(
-                    MISMATCH,
-                    f"{o['key']} changed since the plan "
-                    f"(size {size} etag {etag}, plan {o['size']} {o['etag']})",
-                )
+            verdict = head_verdict(o, h, str(o["etag"]).strip('"'))
+            if verdict is not None:
                 break
             keys.append(o["key"])
         if verdict is None and not keys:
             verdict = Verdict(ALREADY_GONE, "every planned object is absent")
-        if verdict is None and corrupt:
-            verdict = Verdict(
-                RETRY, f"{corrupt} metadata records do not decode: cannot prove the segment unknown"
-            )
-        tid, part, sid = str(exp["topic_id"]), int(exp["partition"]), str(exp["segment_id"])
-        if verdict is None and tid not in known:
-            verdict = Verdict(
-                MISMATCH,
-                f"topic id {tid} is unknown to the cluster's metadata: not proven to be this cluster's",
-            )
         if verdict is None:
-            seg = state.segments.get((tid, part, sid))
-            p = state.partitions.get((tid, part)) or {}
-            if (
-                seg is not None
-                and seg["state"] in LIVE_STATES
-                and p.get("delete_state") != "DELETE_PARTITION_FINISHED"
-            ):
-                verdict = Verdict(IN_USE, f"the metadata knows segment {sid} in state {seg['state']}")
+            verdict = _segment_metadata_verdict(exp, state, known, corrupt)
         out.append(
             (
                 verdict or Verdict(DELETE, "no live segment metadata; objects unchanged", {"keys": keys}),
