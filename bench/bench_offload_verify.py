@@ -10,11 +10,18 @@ collector runs in its Spark tasks:
 (c) deep mode (``--deep-offload-check``): every data block streamed, the cost of reading it all.
 
 Prints bytes read against offloaded bytes (the default mode must stay under 1%), objects/s of
-each, and the ratios (b)/(a) and (b)/(c). Not part of the test suite.
+each, and the ratios (b)/(a) and (b)/(c).
+
+Then the incremental verification (``ledgerlens.offload.verdicts``) on another bucket of
+``--incremental-ledgers`` small offloads: a first run verifies every object and keeps its verdicts
+(``offload_verdicts.parquet``, as an audit does); after 1% new offloads, a second run reuses the
+verdicts of the unchanged objects. Prints the GETs of each (counted by the verification and by a
+botocore hook on the client) and their ratio (target: at most 0.02), and checks that the second
+run's rows equal a fresh verification's. Not part of the test suite.
 
 Usage::
 
-    .venv/bin/python bench/bench_offload_verify.py --ledgers 40 --ledger-mb 4
+    .venv/bin/python bench/bench_offload_verify.py --ledgers 40 --ledger-mb 4 --incremental-ledgers 1500
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -30,13 +38,16 @@ from typing import Any
 
 
 def write_bucket(
-    client: Any, bucket: str, ledgers: int, ledger_mb: float
+    client: Any, bucket: str, ledgers: int, ledger_mb: float, *, first: int = 1, in_flight: int = 1
 ) -> tuple[list[dict[str, Any]], int]:
-    """Write the offloads; returns the OFFLOAD_OBJECTS rows of the bucket and the bytes written."""
+    """Write the offloads of ledgers ``first``.. (``in_flight`` at once); returns the OFFLOAD_OBJECTS
+    rows of the bucket and the bytes written."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from ledgerlens.sandbox import wire
     from ledgerlens.sources.s3 import list_offload_objects
 
-    payload = 4096
+    payload = 4096 if ledger_mb >= 0.01 else 256
     n_entries = max(1, int(ledger_mb * 1024 * 1024 / (payload + 12)))
     entries = [(i, bytes([i % 251]) * payload) for i in range(n_entries)]
     blob, index = wire.offload_data_object(entries, max_block_size=1024 * 1024)
@@ -49,18 +60,19 @@ def write_bucket(
         ctime_ms=1_700_000_000_000,
         custom={"application": "pulsar", "component": "managed-ledger"},
     )
-    written = 0
-    for lid in range(1, ledgers + 1):
+    idx = wire.offload_index_v1(md, index, len(blob))
+
+    def put(lid: int) -> int:
         u = str(uuid.uuid4())
-        ml = f"bench/ns/persistent/topic-{lid % 7}"
-        data_key = wire.offload_data_key(u, lid)
-        meta = wire.offload_user_metadata("data", ml)
-        client.put_object(Bucket=bucket, Key=data_key, Body=blob, Metadata=meta)
-        idx = wire.offload_index_v1(md, index, len(blob))
+        meta = wire.offload_user_metadata("data", f"bench/ns/persistent/topic-{lid % 7}")
+        client.put_object(Bucket=bucket, Key=wire.offload_data_key(u, lid), Body=blob, Metadata=meta)
         client.put_object(
             Bucket=bucket, Key=wire.offload_index_key(u, lid), Body=idx, Metadata={**meta, "role": "index"}
         )
-        written += len(blob) + len(idx)
+        return len(blob) + len(idx)
+
+    with ThreadPoolExecutor(max_workers=max(1, in_flight)) as pool:
+        written = sum(pool.map(put, range(first, first + ledgers)))
     return list(list_offload_objects(client, bucket)), written
 
 
@@ -77,12 +89,91 @@ def run(client: Any, objects: list[dict[str, Any]], *, deep: bool, in_flight: in
     return elapsed, stats
 
 
+class GetCounter:
+    """GetObject calls a boto3 client makes, counted by a botocore event hook."""
+
+    def __init__(self, client: Any) -> None:
+        self._lock = threading.Lock()
+        self._n = 0
+        client.meta.events.register("before-call.s3.GetObject", self._count)
+
+    def _count(self, **_: Any) -> None:
+        with self._lock:
+            self._n += 1
+
+    def take(self) -> int:
+        """The calls since the last ``take``."""
+        with self._lock:
+            n, self._n = self._n, 0
+        return n
+
+
+def _keep_verdicts(where: Path, rows: list[dict[str, Any]]) -> None:
+    """``where/offload_verdicts.parquet`` as an audit keeps it (its verified rows)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ledgerlens.offload.verdicts import VERDICTS_ARROW, VERDICTS_NAME
+
+    (where / VERDICTS_NAME).mkdir(parents=True)
+    kept = [r for r in rows if r["error"] is None]
+    pq.write_table(
+        pa.Table.from_pylist(kept, schema=VERDICTS_ARROW), str(where / VERDICTS_NAME / "part-0.parquet")
+    )
+
+
+def incremental(client: Any, ledgers: int, in_flight: int) -> int:
+    """The first run, 1% new offloads, the second run: prints the GET counts and their ratio."""
+    from ledgerlens.offload.verdicts import load_verdicts, verify_incrementally
+    from ledgerlens.offload.verify import VerifyStats
+
+    bucket = f"bench-incremental-{uuid.uuid4().hex[:8]}"
+    client.create_bucket(Bucket=bucket)
+    t0 = time.perf_counter()
+    objects, _ = write_bucket(client, bucket, ledgers, 0.001, in_flight=in_flight)
+    print(f"incremental bucket: {ledgers} offloads, {len(objects)} objects (written in "
+          f"{time.perf_counter() - t0:.1f} s)")  # fmt: skip
+    gets = GetCounter(client)
+    keep = Path(tempfile.mkdtemp(prefix="bench-verdicts-"))
+    one = VerifyStats()
+    _keep_verdicts(keep, list(verify_incrementally(client, objects, max_in_flight=in_flight, stats=one)))
+    first = gets.take()
+    new = max(1, ledgers // 100)
+    objects, _ = write_bucket(client, bucket, new, 0.001, first=ledgers + 1, in_flight=in_flight)
+    two = VerifyStats()
+    previous = load_verdicts(keep, deep=False)
+    rows = list(verify_incrementally(client, objects, previous=previous, max_in_flight=in_flight, stats=two))
+    second = gets.take()
+    fresh = list(verify_incrementally(client, objects, max_in_flight=in_flight))
+    if sorted(rows, key=lambda r: r["key"]) != sorted(fresh, key=lambda r: r["key"]):
+        raise SystemExit("the second run's rows differ from a fresh verification's")
+    if (first, second) != (one.requests, two.requests):
+        raise SystemExit(f"GETs counted {one.requests}, {two.requests}; the client made {first}, {second}")
+    ratio = second / first
+    print(f"incremental verification: first run GETs = {first:,} ({one.objects:,} objects verified)")
+    print(
+        f"incremental verification: second run GETs after 1% new objects = {second:,} "
+        f"({two.objects:,} objects verified, {two.reused:,} verdicts reused)"
+    )
+    print(f"incremental verification: second run GETs / first run GETs = {ratio:.4f} (target <= 0.02)")
+    if ratio > 0.02:
+        print("FAIL: the second run issued more than 2% of the first run's GETs", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ledgers", type=int, default=40)
     p.add_argument("--ledger-mb", type=float, default=4.0)
     p.add_argument("--in-flight", type=int, default=16)
     p.add_argument("--s3-endpoint", default="", help="an S3 server to use (default: start moto here)")
+    p.add_argument(
+        "--incremental-ledgers",
+        type=int,
+        default=1000,
+        help="offloads of the incremental verification's bucket (two objects each; 0: skip it)",
+    )
     args = p.parse_args(argv)
 
     import boto3
@@ -130,10 +221,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{human_bytes(deep.bytes_read):>10} read"
         )
         print(f"ratios: (b)/(a) {seq_s / par_s:.2f}x, (b)/(c) {deep_s / par_s:.2f}x; requests {par.requests}")
+        status = 0
         if share > 0.01:
             print("FAIL: the default mode read more than 1% of the offloaded bytes", file=sys.stderr)
-            return 1
-        return 0
+            status = 1
+        if args.incremental_ledgers > 0:
+            status = max(status, incremental(client, args.incremental_ledgers, args.in_flight))
+        return status
     finally:
         if server is not None:
             server.stop()

@@ -169,6 +169,21 @@ def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None
         "bucket; by default only index objects and each data object's first block header are read)",
     )
     g.add_argument(
+        "--reverify-objects",
+        choices=("changed", "all"),
+        default=None,
+        help="offload objects to read: changed (default: those new or changed since the previous "
+        "run's verdicts, by key, size and ETag) or all",
+    )
+    g.add_argument(
+        "--s3-max-requests",
+        metavar="N",
+        type=int,
+        default=None,
+        help="GETs this run may spend verifying offload objects (default: no limit); the objects "
+        "left are reported not verified (summary.json undecidable) and verified by the next run",
+    )
+    g.add_argument(
         "--min-orphan-age",
         metavar="DURATION",
         default=None,
@@ -653,13 +668,16 @@ def _history(settings: Any) -> Any:
 
 @contextmanager
 def _history_env(args: argparse.Namespace) -> Iterator[None]:
-    """``--previous`` / ``--history-keep`` of ``report`` as ``LEDGERLENS_PREVIOUS`` /
-    ``LEDGERLENS_HISTORY_KEEP`` for the runbook's kernel (it resolves its settings with the
-    environment layer, and its pipeline reads them there), restored afterwards."""
+    """``--previous`` / ``--history-keep`` (and ``--reverify-objects`` / ``--s3-max-requests``) of
+    ``report`` as ``LEDGERLENS_PREVIOUS`` / ``LEDGERLENS_HISTORY_KEEP`` (...) for the runbook's kernel
+    (it resolves its settings with the environment layer, and its pipeline reads them there),
+    restored afterwards."""
     previous = getattr(args, "previous", None)
     given = {
         "LEDGERLENS_PREVIOUS": str(Path(previous).resolve()) if previous else None,
         "LEDGERLENS_HISTORY_KEEP": getattr(args, "history_keep", None),
+        "LEDGERLENS_REVERIFY_OBJECTS": getattr(args, "reverify_objects", None),
+        "LEDGERLENS_S3_MAX_REQUESTS": getattr(args, "s3_max_requests", None),
     }
     saved = {k: os.environ.get(k) for k in given}
     for k, v in given.items():

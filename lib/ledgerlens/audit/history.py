@@ -13,8 +13,9 @@ the run goes on as a first run.
 ``history/`` keeps the last N runs (``--history-keep``, default 14; 0: none written): one
 directory per run, named by when it was recorded, holding the slim findings
 (``schemas.FINDINGS_HISTORY``) as ``findings.parquet`` and the summary counts as
-``summary.json``, so an entry is itself a valid ``--previous DIR``. Each entry is written whole (a
-temporary directory renamed into place).
+``summary.json``, so an entry is itself a valid ``--previous DIR``; the newest entry also keeps the
+run's offload verdicts (``offload_verdicts.parquet``, ``ledgerlens.offload.verdicts``), older ones
+drop them. Each entry is written whole (a temporary directory renamed into place).
 
 Pure pyarrow / pandas: no Spark session is needed.
 """
@@ -40,6 +41,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from ledgerlens.errors import ConfigError
 from ledgerlens.inventory import schemas
+from ledgerlens.offload.verdicts import VERDICTS_NAME
 
 __all__ = [
     "DEFAULT_KEEP",
@@ -380,18 +382,36 @@ def record(directory: Path, summary: Mapping[str, Any], comparison: Comparison, 
     kept = {k: summary[k] for k in ENTRY_SUMMARY_KEYS if k in summary}
     kept["system"] = summary.get("system") or "pulsar"
     (tmp / SUMMARY_NAME).write_text(json.dumps(kept, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    _keep_verdicts(directory / VERDICTS_NAME, tmp / VERDICTS_NAME)
     target = history / name
     os.replace(tmp, target)
     return target
 
 
+def _keep_verdicts(source: Path, target: Path) -> None:
+    """The run's offload verdicts (a Parquet directory) into its history entry: hard links (no
+    second copy on disk), else a copy."""
+    if not source.is_dir():
+        return
+    target.mkdir()
+    for f in source.iterdir():
+        if f.is_file() and not f.name.startswith((".", "_")):
+            try:
+                os.link(f, target / f.name)
+            except OSError:
+                shutil.copy2(f, target / f.name)
+
+
 def prune(history: Path, keep: int) -> list[str]:
-    """Remove all but the newest ``keep`` entries of ``history`` and stale temporary entries;
-    ``keep`` 0 leaves the directory alone (history disabled). Returns the removed names."""
+    """Remove all but the newest ``keep`` entries of ``history`` and stale temporary entries, and
+    the offload verdicts of all but the newest; ``keep`` 0 leaves the directory alone (history
+    disabled). Returns the removed names."""
     if keep <= 0 or not history.is_dir():
         return []
     removed = [p for p in history.iterdir() if p.name.startswith(".tmp-") and p.is_dir()]
     removed += entries(history)[:-keep]
     for p in removed:
         shutil.rmtree(p, ignore_errors=True)
+    for p in entries(history)[:-1]:  # slim entries: only the newest keeps the offload verdicts
+        shutil.rmtree(p / VERDICTS_NAME, ignore_errors=True)
     return sorted(p.name for p in removed)

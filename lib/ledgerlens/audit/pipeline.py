@@ -27,6 +27,7 @@ from ledgerlens.audit.history import (
 )
 from ledgerlens.errors import SourceError
 from ledgerlens.inventory import schemas
+from ledgerlens.offload.verdicts import NOT_VERIFIED, VERDICTS_NAME, Incremental
 from ledgerlens.runtime.console import Progress, as_progress
 from ledgerlens.runtime.outdir import OutputDir, published_dir
 from ledgerlens.runtime.spark import sized_for
@@ -412,6 +413,14 @@ def _phases(
     phase[0] = "collection"
     t0 = time.monotonic()
     cluster, clusters = audited_cluster(stores, cluster_name)
+    # the previous run: its findings to compare with, its offload verdicts to reuse
+    current = {"system": "pulsar", "cluster_name": cluster, "sources": stores.describe()}
+    lookup = previous_run(od, history or HistoryOptions(), current)
+    incremental = Incremental.from_context(
+        context,
+        previous=Path(lookup.previous.source) if lookup.previous else None,
+        verdicts_out=str(out / VERDICTS_NAME),
+    )
     bar.begin("collect")  # collect_inventory sets its number of stages
     inventory = collect_inventory(
         spark,
@@ -421,9 +430,11 @@ def _phases(
         progress=bar,
         deep_offload_check=deep_offload_check,
         bookie=bookie,
+        incremental=incremental,
     )
     rows = sum(v for k, v in inventory.counts.items() if k in schemas.INVENTORY)
     bar.end(f"{rows:,} rows scanned")
+    _say_not_verified(inventory.counts, incremental)
     timings.update({f"collect.{k}": v for k, v in inventory.timings.items()})
     timings["collect"] = time.monotonic() - t0
     # partitions and code generation chosen from the inventory's size (restored afterwards)
@@ -446,7 +457,40 @@ def _phases(
             timings=timings,
             t_run=t_run,
             history=history or HistoryOptions(),
+            lookup=lookup,
         )
+
+
+def _say_not_verified(counts: dict[str, int], incremental: Incremental) -> None:
+    """One line on stderr when the request budget left offload objects unverified."""
+    import sys
+
+    n = counts.get("offload_segments.not_verified", 0)
+    if n:
+        print(
+            f"ledgerlens: {n:,} offload objects not verified: the S3 request budget "
+            f"(--s3-max-requests {incremental.max_requests or 0:,}) was reached; the next run continues",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def offload_verification(counts: dict[str, int]) -> dict[str, int]:
+    """``summary.json``'s ``offload_verification``: objects verified (read) this run, verdicts
+    reused from the previous run, objects not verified (request budget), GETs issued."""
+    keys = {"verified": "objects", "reused": "reused", "not_verified": "not_verified", "gets": "requests"}
+    return {k: int(counts.get(f"offload_segments.{c}", 0)) for k, c in keys.items()}
+
+
+def _without_unverified(candidates: DataFrame, segments: DataFrame) -> tuple[DataFrame, int]:
+    """``candidates`` without the orphan offload objects this run did not verify (request budget:
+    their user metadata was not read), and how many those were."""
+    from pyspark.sql import functions as F
+
+    unverified = segments.filter(F.col("error") == NOT_VERIFIED).select(F.col("key").alias("_nv_key"))
+    on = (candidates["kind"] == "orphan_offload_object") & (candidates["object_key"] == unverified["_nv_key"])
+    blocked = candidates.join(unverified, on, "left_semi").count()
+    return candidates.join(unverified, on, "left_anti"), int(blocked)
 
 
 def _audit_phases(
@@ -468,6 +512,7 @@ def _audit_phases(
     timings: dict[str, float],
     t_run: float,
     history: HistoryOptions,
+    lookup: Lookup,
 ) -> AuditRun:
     """The phases after collection: rules, re-verification, write."""
     from pyspark.sql import functions as F
@@ -500,6 +545,9 @@ def _audit_phases(
         tables, audit, offload_bucket=s3.bucket if s3 else None, cluster_name=cluster, facts=facts
     )
     candidates_df = findings.filter(F.col("kind").isin(*REVERIFIED_KINDS))
+    unverified = 0  # orphan candidates whose objects the request budget left unread: never reported
+    if inventory.counts.get("offload_segments.not_verified") and "offload_segments" in tables:
+        candidates_df, unverified = _without_unverified(candidates_df, tables["offload_segments"])
     rest = findings.filter(~F.col("kind").isin(*REVERIFIED_KINDS))
     bk = tables["bk_ledgers"].select(
         F.col("ledger_id").alias("_lid"), *[F.col(c).alias(a) for c, a in _OWNER_COLUMNS.items()]
@@ -525,6 +573,8 @@ def _audit_phases(
         pulsar=live[1],
         deleted_tenants=audit.deleted_tenants,
     )
+    if unverified:
+        verdicts.dropped["orphan_offload_object: not verified this run (S3 request budget)"] += unverified
     kept = schemas.local_frame(spark, schemas.FINDINGS, verdicts.keep)
     final = order_findings(rest.unionByName(kept))
     suspicion = gates.wrong_root_suspicion(*_missing_share(verdicts.keep, tables))
@@ -537,7 +587,7 @@ def _audit_phases(
     t3 = time.monotonic()
     bar.begin("write", label="findings.parquet")
     sources = stores.describe()
-    lookup = previous_run(od, history, {"system": "pulsar", "cluster_name": cluster, "sources": sources})
+    warn(lookup)
     comparison = Comparison(lookup.previous, audit.as_of_ms)
     findings_path = out / "findings.parquet"
     written = write_findings(final, findings_path, comparison=comparison)
@@ -553,12 +603,17 @@ def _audit_phases(
     release(findings)
 
     rows = summary_rows(final_written, FOREIGN_KINDS)  # one job: both summaries
+    checked = offload_verification(inventory.counts)
     summary = {
         "as_of_ms": audit.as_of_ms,
         "auditor": _auditor(),
         **summary_of(rows),
         "sources": sources,
-        "undecidable": {k: facts.counts[k] for k in UNDECIDABLE if facts.counts[k]},
+        "undecidable": {
+            **{k: facts.counts[k] for k in UNDECIDABLE if facts.counts[k]},
+            **({"offload_objects_not_verified": checked["not_verified"]} if checked["not_verified"] else {}),
+        },
+        "offload_verification": checked,
         "deleted_tenants": sorted(audit.deleted_tenants),
         "foreign_by_tenant": foreign_by_tenant(rows),
         "inventory_counts": inventory.counts,
@@ -595,11 +650,10 @@ def _audit_phases(
 
 
 def previous_run(od: OutputDir, history: HistoryOptions, current: dict[str, Any]) -> Lookup:
-    """The run to compare with (``audit.history.discover``) for a run publishing through ``od``;
-    one warning line on stderr when one was found but cannot be compared."""
-    lookup = discover(published_dir(od.out), history, redact_obj(current))
-    warn(lookup)
-    return lookup
+    """The run to compare with (``audit.history.discover``) for a run publishing through ``od``.
+    Looked up before collection (its offload verdicts are reused); its note is said once the run
+    has something to publish (``warn``), so a run that fails says only its error."""
+    return discover(published_dir(od.out), history, redact_obj(current))
 
 
 def _missing_share(reverified: list[dict[str, Any]], tables: dict[str, DataFrame]) -> tuple[int, int]:

@@ -15,10 +15,11 @@ import os
 import re
 import shutil
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import pyarrow as pa
@@ -26,30 +27,36 @@ import pyarrow.parquet as pq
 from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from ledgerlens.errors import SourceError
 from ledgerlens.inventory import schemas
+from ledgerlens.inventory.tasks import BATCH_ROWS as _BATCH_ROWS
+from ledgerlens.inventory.tasks import WRITTEN, StageFiles, StageRows, split
+from ledgerlens.inventory.tasks import arrow_schema as _arrow_schema
+from ledgerlens.inventory.tasks import batches as _batches
+from ledgerlens.inventory.tasks import tagged_schema as _tagged_schema
 from ledgerlens.runtime.console import Progress, stage_bar
 from ledgerlens.runtime.spark import INTERPRETED_ROWS
 from ledgerlens.settings.config import BookieSource, S3Source, ZooKeeperSource
 from ledgerlens.sources.base import PULSAR_STAGES, STAGE_TABLES, STAGES, InventorySource
 
+if TYPE_CHECKING:
+    from ledgerlens.offload.verdicts import Incremental
+
 __all__ = ["Inventory", "collect_inventory", "default_sources", "load_inventory", "table_path"]
 
-_BATCH_ROWS = 8192
 # A stage of at most this many partitions is read on the driver (a partition of the live ledger scan
 # holds at most 10,000 ledgers, of the snapshot source about 20,000 nodes).
 _DRIVER_ITEMS = 2
 _DRIVER_ITEMS_FEW_SLOTS = 20
 """On a Spark of at most two task slots (``local[2]``: a laptop, a 2-core VM), without ``tasks`` set
 and into a local ``out_dir``, a stage of up to this many partitions (a live ledger scan of 200,000
-ledgers at most) is read on the driver: two tasks share those cores with the JVM writing their
-output, and a job's fixed cost is seconds when cold. The limit stays at 20 until the stages decoded
-in Python (managed ledgers, schemas, S3) are measured on the driver too (docs/performance.md,
-"Collection")."""
+ledgers at most) is read on the driver: a job's fixed cost is seconds when cold (the executors'
+Python workers and Arrow path starting), about the time the driver takes to read them. The limit
+stays at 20 until the stages decoded in Python (managed ledgers, schemas, S3) are measured on the
+driver too (docs/performance.md, "Collection")."""
 _DRIVER_OBJECTS = 1_000  # offload objects verified on the driver (a few ranged reads each)
+_TASK_MIN_REQUESTS = 100  # with --s3-max-requests, each verification task may spend at least this many
 SMALL_CLUSTER_LEDGERS = 20_000
 """Up to this many BookKeeper ledgers, the Pulsar metadata and the offload objects' verification are
 read on the driver: a small cluster's collection waits on Spark's fixed cost per job, not on its data."""
@@ -90,128 +97,44 @@ class _Counters(AccumulatorParam):  # type: ignore[type-arg]
         return v1
 
 
-def _arrow_schema(schema: T.StructType) -> pa.Schema:
-    return to_arrow_schema(schema)
-
-
-def _struct_array(rows: list[dict[str, Any]], schema: T.StructType, arrow: pa.Schema) -> list[pa.Array]:
-    """Column arrays of ``rows`` in schema order; absent keys are null (as :func:`schemas.to_row`).
-
-    ``RecordBatch.from_pylist`` converts in C++, ten times faster than transposing tuples here.
-    """
-    return pa.RecordBatch.from_pylist(rows, schema=arrow).columns
-
-
-def _batches(
-    rows: Iterable[dict[str, Any] | pa.RecordBatch], schema: T.StructType
-) -> Iterator[pa.RecordBatch]:
-    """Record batches of ``rows``: dicts are gathered ``_BATCH_ROWS`` at a time, batches pass through."""
-    arrow = _arrow_schema(schema)
-    buf: list[dict[str, Any]] = []
-    for r in rows:
-        if isinstance(r, pa.RecordBatch):
-            if buf:
-                yield pa.RecordBatch.from_arrays(_struct_array(buf, schema, arrow), schema=arrow)
-                buf = []
-            yield r
-            continue
-        buf.append(r)
-        if len(buf) >= _BATCH_ROWS:
-            yield pa.RecordBatch.from_arrays(_struct_array(buf, schema, arrow), schema=arrow)
-            buf = []
-    if buf:
-        yield pa.RecordBatch.from_arrays(_struct_array(buf, schema, arrow), schema=arrow)
-
-
-# A stage that fills several tables writes one tagged table: which table, and one struct per table.
-def _tagged_schema(tables: Sequence[str]) -> T.StructType:
-    return T.StructType(
-        [T.StructField("table", T.StringType(), False)]
-        + [T.StructField(t, schemas.INVENTORY[t], True) for t in tables]
-    )
-
-
-def _tagged_batches(
-    pairs: Iterable[tuple[str, dict[str, Any] | pa.RecordBatch]], tables: Sequence[str]
-) -> Iterator[pa.RecordBatch]:
-    arrow = _arrow_schema(_tagged_schema(tables))
-    subs = {t: _arrow_schema(schemas.INVENTORY[t]) for t in tables}
-    bufs: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
-
-    def tagged(table: str, columns: list[pa.Array], n: int) -> pa.RecordBatch:
-        struct = pa.StructArray.from_arrays(columns, fields=list(subs[table]))
-        cols: list[pa.Array] = [pa.array([table] * n, type=pa.string())]
-        for t in tables:
-            cols.append(struct if t == table else pa.nulls(n, type=arrow.field(t).type))
-        return pa.RecordBatch.from_arrays(cols, schema=arrow)
-
-    def flush(table: str) -> pa.RecordBatch:
-        rows = bufs[table]
-        bufs[table] = []
-        return tagged(table, _struct_array(rows, schemas.INVENTORY[table], subs[table]), len(rows))
-
-    for table, row in pairs:
-        if isinstance(row, pa.RecordBatch):
-            if bufs[table]:
-                yield flush(table)
-            yield tagged(table, row.columns, row.num_rows)
-            continue
-        bufs[table].append(row)
-        if len(bufs[table]) >= _BATCH_ROWS:
-            yield flush(table)
-    for t in tables:
-        if bufs[t]:
-            yield flush(t)
-
-
 # -- tasks -------------------------------------------------------------------------------------
-def _stage_task(
-    sources: Sequence[InventorySource], stage: str, rates: Sequence[float | None], counters: Any
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of one stage (runs on executors).
-
-    Its input rows are ``(source index, partition)``; each source reads its partitions of the task
-    through one connection, at the task's share of that source's rate limit.
-    """
-    tables = STAGE_TABLES[stage]
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        mine: dict[int, list[str]] = {}
-        for b in batches:
-            for i, part in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
-                mine.setdefault(int(i), []).append(part)
-        for i, parts in sorted(mine.items()):
-            stats: Counter[str] = Counter()
-            try:
-                rows = sources[i].read(stage, parts, rate_limit=rates[i], stats=stats)
-                if len(tables) == 1:
-                    yield from _batches((row for _, row in rows), schemas.INVENTORY[tables[0]])
-                else:
-                    yield from _tagged_batches(rows, tables)
-            finally:
-                counters.add({k if "." in k else f"{stage}.{k}": v for k, v in stats.items()})
-
-    return run
-
-
-# -- driver ------------------------------------------------------------------------------------
 def _verify_task(
-    source: S3Source, deep: bool, counters: Any
+    source: S3Source, deep: bool, counters: Any, max_requests: int | None, n_tasks: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function verifying the offload objects of one partition (uuid-hashed)."""
+    """The ``mapInArrow`` function verifying the offload objects of one partition (uuid-hashed).
+
+    Its rows are OFFLOAD_OBJECTS rows with ``prev`` (the previous verdict of the object, or null);
+    partition ``i`` of ``n_tasks`` may spend its even share of ``max_requests`` GETs."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from ledgerlens.offload.verify import VerifyStats, verify_objects
+        from pyspark import TaskContext
+
+        from ledgerlens.offload.verdicts import VERDICTS, verify_incrementally
+        from ledgerlens.offload.verify import VerifyStats
         from ledgerlens.sources import s3
 
         objects = [r for b in batches for r in b.to_pylist()]
         if not objects:
             return
+        share = None
+        if max_requests is not None:
+            ctx = TaskContext.get()
+            i = ctx.partitionId() if ctx is not None else 0
+            share = max_requests // n_tasks + int(i < max_requests % n_tasks)
+        previous = {o["key"]: o["prev"] for o in objects if o.get("prev")}
         stats = VerifyStats()
         client = s3.make_client(source)
         try:
-            rows = verify_objects(client, objects, deep=deep, max_in_flight=source.max_in_flight, stats=stats)
-            yield from _batches(rows, schemas.OFFLOAD_SEGMENTS)
+            rows = verify_incrementally(
+                client,
+                objects,
+                previous=previous,
+                deep=deep,
+                max_requests=share,
+                max_in_flight=source.max_in_flight,
+                stats=stats,
+            )
+            yield from _batches(rows, VERDICTS)
         finally:
             counters.add({f"offload_segments.{k}": v for k, v in stats.as_dict().items()})
 
@@ -226,49 +149,106 @@ def _verify_offload(
     inv: Inventory,
     counters: Any,
     driver_reads: bool = True,
+    incremental: Incremental | None = None,
 ) -> None:
     """The ``offload_segments`` table: every listed object verified by ranged reads, the objects of
-    one offload (data and index) in one task."""
+    one offload (data and index) in one task; with ``incremental``, the previous run's verdicts of
+    unchanged objects reused, a request budget, and this run's verdicts kept."""
+    from ledgerlens.offload.verdicts import VERDICTS, Incremental, load_verdicts, read_verdicts
+
+    inc = incremental or Incremental()
     path = table_path(out_dir, "offload_segments")
     local = _local_dir(out_dir)
     if driver_reads and local is not None:
         objects = _local_rows(os.path.join(local, "offload_objects"), "offload_objects", _DRIVER_OBJECTS)
         if objects is not None:
-            _verify_small(source, deep, objects, local, counters)
+            previous = load_verdicts(inc.reuse_from, deep=deep)
+            _verify_small(source, deep, objects, local, counters, previous, inc)
             inv.tables["offload_segments"] = path
             return
     listed = spark.read.schema(schemas.OFFLOAD_OBJECTS).parquet(inv.tables["offload_objects"])
+    kept = read_verdicts(inc.reuse_from, deep=deep)
+    if kept is not None and kept.num_rows:
+        prev = spark.createDataFrame(kept).select(
+            F.col("key").alias("_prev_key"), F.struct(*[F.col(f.name) for f in VERDICTS.fields]).alias("prev")
+        )
+        listed = listed.join(prev, listed["key"] == prev["_prev_key"], "left").drop("_prev_key")
+    else:
+        listed = listed.withColumn("prev", F.lit(None).cast(VERDICTS))
     n = max(1, 4 * spark.sparkContext.defaultParallelism)
-    fn = _verify_task(source, deep, counters)
-    _write(listed.repartition(n, "uuid").mapInArrow(fn, schemas.OFFLOAD_SEGMENTS), path)
+    if inc.max_requests is not None:  # a task's share of the budget is worth scheduling it for
+        n = max(1, min(n, inc.max_requests // _TASK_MIN_REQUESTS))
+    fn = _verify_task(source, deep, counters, inc.max_requests, n)
+    tmp = table_path(out_dir, "_offload_verified")
+    _write(listed.repartition(n, "uuid").mapInArrow(fn, VERDICTS), tmp)
+    done = spark.read.schema(VERDICTS).parquet(tmp)
+    _write(done.select(*schemas.columns(schemas.OFFLOAD_SEGMENTS)), path)
+    if inc.verdicts_out:
+        _write(done.filter(F.col("error").isNull()).coalesce(1), inc.verdicts_out)
+    _delete(spark, tmp)
     inv.tables["offload_segments"] = path
 
 
 def _verify_small(
-    source: S3Source, deep: bool, objects: list[dict[str, Any]], local: str, counters: Any
+    source: S3Source,
+    deep: bool,
+    objects: list[dict[str, Any]],
+    local: str,
+    counters: Any,
+    previous: dict[str, dict[str, Any]] | None = None,
+    incremental: Incremental | None = None,
 ) -> None:
-    """``offload_segments`` of a few listed objects, verified on the driver and written by pyarrow."""
-    from ledgerlens.offload.verify import VerifyStats, verify_objects
+    """``offload_segments`` of a few listed objects, verified on the driver and written by pyarrow
+    (and this run's verdicts, with ``incremental.verdicts_out``)."""
+    from ledgerlens.offload.verdicts import VERDICTS, Incremental, verify_incrementally
+    from ledgerlens.offload.verify import VerifyStats
     from ledgerlens.sources import s3
 
+    inc = incremental or Incremental()
     stats = VerifyStats()
     files = _TableFiles(local, ["offload_segments"])
+    kept: list[dict[str, Any]] = []
     try:
         if objects:
             client = s3.make_client(source)
-            rows = verify_objects(client, objects, deep=deep, max_in_flight=source.max_in_flight, stats=stats)
+            rows = verify_incrementally(
+                client,
+                objects,
+                previous=previous,
+                deep=deep,
+                max_requests=inc.max_requests,
+                max_in_flight=source.max_in_flight,
+                stats=stats,
+            )
             for row in rows:
                 files.put("offload_segments", row)
+                if row["error"] is None:
+                    kept.append(row)
         files.close()
     except BaseException:
         files.abort()
         raise
     finally:
         counters.add({f"offload_segments.{k}": v for k, v in stats.as_dict().items()})
+    if inc.verdicts_out:
+        target = _local_dir(inc.verdicts_out) or inc.verdicts_out
+        shutil.rmtree(target, ignore_errors=True)
+        os.makedirs(target)
+        part = os.path.join(target, "part-00000.zstd.parquet")
+        with pq.ParquetWriter(part, _arrow_schema(VERDICTS), compression="zstd") as w:
+            for batch in _batches(kept, VERDICTS):
+                w.write_batch(batch)
 
 
-def _n_tasks(spark: SparkSession, zk_tasks: int | None, n_items: int) -> int:
-    want = zk_tasks or 4 * spark.sparkContext.defaultParallelism
+_TASKS_PER_SLOT = {"bk_ledgers": 1}
+"""Tasks per task slot of a stage without ``tasks`` set (else 4). The ledger scan's partitions are
+alike (at most 10,000 ledgers each) and read at one rate, so one task per slot balances them; each
+task more is one connection, one Python task and one Parquet file more (a third of the stage's CPU
+at 100,000 ledgers on 2 slots: docs/performance.md, "Collection through Spark tasks")."""
+
+
+def _n_tasks(spark: SparkSession, zk_tasks: int | None, n_items: int, stage: str = "") -> int:
+    want = zk_tasks or _TASKS_PER_SLOT.get(stage, 4) * spark.sparkContext.defaultParallelism
     return max(1, min(want, n_items))
 
 
@@ -279,12 +259,10 @@ def _task_rate(spark: SparkSession, total: float | None, n_tasks: int) -> float 
     return total / max(1, min(n_tasks, spark.sparkContext.defaultParallelism))
 
 
-_ITEMS = T.StructType([T.StructField("source", T.IntegerType()), T.StructField("item", T.StringType())])
-
-
-def _items_frame(spark: SparkSession, items: list[tuple[int, str]], n: int) -> DataFrame:
-    rdd = spark.sparkContext.parallelize(items, n)
-    return spark.createDataFrame(rdd, _ITEMS)  # a StructType: no DDL parse by the JVM (cold, it is slow)
+def _task_frame(spark: SparkSession, n: int) -> DataFrame:
+    """``n`` partitions of one row each, the task's index: generated by the JVM (no Python worker, no
+    pickled rows); the task function holds the groups of partitions (``tasks.split``)."""
+    return spark.range(0, n, 1, n)
 
 
 _TASK_ERROR = re.compile(r"ledgerlens\.errors\.SourceError: ([^\n]+)")
@@ -325,7 +303,7 @@ def _exists(spark: SparkSession, path: str) -> bool:
 
 def _write_stage(
     spark: SparkSession,
-    items: DataFrame,
+    groups: list[list[tuple[int, str]]],
     srcs: Sequence[InventorySource],
     stage: str,
     rates: Sequence[float | None],
@@ -333,11 +311,24 @@ def _write_stage(
     inv: Inventory,
     counters: Any,
 ) -> None:
-    """One stage as Spark tasks; a stage filling several tables goes through one tagged table."""
+    """One stage as Spark tasks.
+
+    Into a local ``out_dir`` (a path every executor sees: one host's disk, as the driver's reads
+    and row counts assume too, or a shared mount) each task writes its rows itself with pyarrow
+    (:func:`_write_stage_files`): the JVM receives one short row per file, not the rows. Elsewhere
+    (``hdfs://``, ``s3a://``: file systems pyarrow reaches only through their own clients and
+    credentials, which the Spark session's Hadoop configuration holds) the JVM writes the rows the
+    tasks hand it; a stage filling several tables goes through one tagged table.
+    """
+    local = _local_dir(out_dir)
+    if local is not None:
+        _write_stage_files(spark, groups, srcs, stage, rates, out_dir, local, inv, counters)
+        return
     tables = STAGE_TABLES[stage]
     single = len(tables) == 1
     schema = schemas.INVENTORY[tables[0]] if single else _tagged_schema(tables)
-    frame = items.mapInArrow(_stage_task(srcs, stage, rates, counters), schema)
+    task = StageRows(srcs, stage, groups, tuple(tables), rates, counters)
+    frame = _task_frame(spark, len(groups)).mapInArrow(task, schema)
     if single:
         path = table_path(out_dir, tables[0])
         _write(frame, path)
@@ -351,6 +342,55 @@ def _write_stage(
         _write(tagged.where(F.col("table") == t).select(f"{t}.*"), path)
         inv.tables[t] = path
     _delete(spark, tmp)
+
+
+def _write_stage_files(
+    spark: SparkSession,
+    groups: list[list[tuple[int, str]]],
+    srcs: Sequence[InventorySource],
+    stage: str,
+    rates: Sequence[float | None],
+    out_dir: str,
+    local: str,
+    inv: Inventory,
+    counters: Any,
+) -> None:
+    """One stage as Spark tasks writing their own Parquet files (``tasks.StageFiles``) into a work
+    directory of this run under ``local``; when the job succeeds, each table's directory is replaced
+    by the files of the attempts Spark counted (a failed or speculative attempt's files are dropped),
+    with a ``_SUCCESS`` marker as Spark's committer leaves. A failed job leaves the previous tables."""
+    tables = STAGE_TABLES[stage]
+    work = os.path.join(os.path.abspath(local), f"_{stage}_tasks-{uuid.uuid4().hex[:12]}")
+    dirs = {t: os.path.join(work, t) for t in tables}  # absolute: executors run in other directories
+    try:
+        for d in dirs.values():
+            os.makedirs(d)
+        task = StageFiles(srcs, stage, groups, dirs, rates, counters)
+        written = _task_frame(spark, len(groups)).mapInArrow(task, WRITTEN).collect()
+        kept: dict[str, set[str]] = {t: set() for t in tables}
+        for r in written:
+            kept[r["table"]].add(r["file"])
+        for t in tables:
+            _seal_table(dirs[t], kept[t], t)
+        for t in tables:
+            final = os.path.join(local, t)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(dirs[t], final)
+            inv.tables[t] = table_path(out_dir, t)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _seal_table(directory: str, files: set[str], table: str) -> None:
+    """Keep only ``files`` in a table directory written by tasks; an empty table gets one empty file
+    with its schema (as Spark writes one), and the directory a ``_SUCCESS`` marker."""
+    for name in os.listdir(directory):
+        if name not in files:
+            os.remove(os.path.join(directory, name))
+    if not files:
+        empty = _arrow_schema(schemas.INVENTORY[table]).empty_table()
+        pq.write_table(empty, os.path.join(directory, "part-00000.zstd.parquet"), compression="zstd")
+    open(os.path.join(directory, "_SUCCESS"), "wb").close()
 
 
 def _local_dir(out_dir: str) -> str | None:
@@ -559,6 +599,7 @@ def collect_inventory(
     deep_offload_check: bool = False,
     bookie: BookieSource | None = None,
     driver_reads: bool = True,
+    incremental: Incremental | None = None,
 ) -> Inventory:
     """Inventory every stage of every source into Parquet tables, one Spark job per stage.
 
@@ -580,6 +621,9 @@ def collect_inventory(
         After the bucket listing: read each index object and each data object's first block
         header into the ``offload_segments`` table (``ledgerlens.offload.verify``);
         ``deep_offload_check`` streams every data block instead.
+    incremental : Incremental or None
+        Reuse the previous run's verdicts of unchanged objects, spend at most a number of GETs,
+        keep this run's verdicts (``ledgerlens.offload.verdicts``); None: verify every object.
     bookie : BookieSource or None
         Read entries from the bookies (read-only): PIP-195 bucket snapshots (``bucket_snapshots``)
         and the last entry of every cursor ledger (``cursor_positions``), with the ledger metadata
@@ -628,7 +672,7 @@ def collect_inventory(
             mine = [(i, x) for i, x in enumerate(srcs) if stage in x.stages]
             items = [(i, p) for i, x in mine for p in x.plan(stage)]
             want = min((x.tasks for _, x in mine if x.tasks), default=None)
-            n = _n_tasks(spark, want, len(items))
+            n = _n_tasks(spark, want, len(items), stage)
             rates = [_task_rate(spark, x.rate_limit, n) if stage in x.stages else None for x in srcs]
             try:
                 if driver_reads and (
@@ -639,8 +683,7 @@ def collect_inventory(
                     # a few partitions (policies), or a small cluster's metadata: no job to schedule
                     _write_small(spark, srcs, stage, items, out_dir, inv, counters)
                 else:
-                    frame = _items_frame(spark, items, n)
-                    _write_stage(spark, frame, srcs, stage, rates, out_dir, inv, counters)
+                    _write_stage(spark, split(items, n), srcs, stage, rates, out_dir, inv, counters)
             except Exception as e:
                 raise (task_source_error(e) or e) from None
             if stage == "bk_ledgers":
@@ -653,7 +696,9 @@ def collect_inventory(
         if verify and listing is not None and inv.s3_scanned:
             bar.set_description("collect offload_segments")
             t0 = time.perf_counter()
-            _verify_offload(spark, listing.s3, deep_offload_check, out_dir, inv, counters, driver_reads)
+            _verify_offload(
+                spark, listing.s3, deep_offload_check, out_dir, inv, counters, driver_reads, incremental
+            )
             inv.timings["offload_segments"] = time.perf_counter() - t0
             bar.update(1)
         if read_bookies and isinstance(bk_zk, ZooKeeperSource) and bookie is not None:

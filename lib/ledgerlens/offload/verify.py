@@ -126,7 +126,9 @@ class Problem:
 
 @dataclass
 class VerifyStats:
-    """Counters of a verification run."""
+    """Counters of a verification run: ``objects`` verified (read) in ``groups`` offloads with
+    ``requests`` GETs; ``reused`` objects whose previous verdict held, ``not_verified`` beyond the
+    request budget (``ledgerlens.offload.verdicts``)."""
 
     objects: int = 0
     groups: int = 0
@@ -134,6 +136,8 @@ class VerifyStats:
     requests: int = 0
     problems: int = 0
     errors: int = 0
+    reused: int = 0
+    not_verified: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)

@@ -126,6 +126,7 @@ def render(
         _metric(lines, f"{PREFIX}_scanned_rows", "gauge", "Inventory rows the last audit scanned, per table.")
         for table in sorted(k for k in counts if "." not in k):
             lines.append(f"{PREFIX}_scanned_rows{_labels(**c, table=table)} {int(counts[table])}")
+        _offload_verification(lines, summary, c)
         timings = summary.get("timings") or {}
         duration = timings.get("total") or sum(
             float(timings.get(k) or 0) for k in ("collect", "audit", "reverify", "write")
@@ -138,6 +139,20 @@ def render(
                 f"{PREFIX}_as_of_timestamp_seconds{_labels(**c)} {_num(int(summary['as_of_ms']) / 1000)}"
             )
     return "\n".join(lines) + "\n"
+
+
+def _offload_verification(lines: list[str], summary: Mapping[str, Any], c: Mapping[str, str]) -> None:
+    """Offload objects verified, reused from the previous run or not verified (request budget), and
+    the GETs spent: only when the bucket was scanned."""
+    checked = summary.get("offload_verification")
+    if not summary.get("s3_scanned") or not isinstance(checked, Mapping):
+        return
+    name = f"{PREFIX}_offload_objects"
+    _metric(lines, name, "gauge", "Offload objects of the last audit: verified, reused, not_verified.")
+    for state in ("verified", "reused", "not_verified"):
+        lines.append(f"{name}{_labels(**c, state=state)} {int(checked.get(state) or 0)}")
+    _metric(lines, f"{PREFIX}_offload_gets", "gauge", "GETs the last audit's offload verification issued.")
+    lines.append(f"{PREFIX}_offload_gets{_labels(**c)} {int(checked.get('gets') or 0)}")
 
 
 def write_textfile(path: str | Path, summary: Mapping[str, Any], *, cluster: str) -> Path:

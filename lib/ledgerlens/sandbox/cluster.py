@@ -1426,18 +1426,60 @@ def generate(
     )
 
 
-def generate_bulk(zk_hosts: str, *, root: str, n_ledgers: int, n_topics: int, now_ms: int) -> dict[str, Any]:
-    """A large healthy cluster fast: ``n_ledgers`` v3 ledgers spread over ``n_topics`` managed ledgers.
+BULK_NS = "bench/load"
+BULK_FIRST_LEDGER = 10_000
 
-    Every topic has one cursor at its first ledger (nothing consumed), infinite retention, the last
-    ledger OPEN and young. Returns counts and timings.
+
+@dataclass
+class BulkCluster:
+    """What :func:`bulk_cluster` builds: znodes, offload objects and the planted findings' identities."""
+
+    nodes: dict[str, tuple[bytes, list[Any] | None]]
+    objects: list[tuple[str, bytes, dict[str, str]]]
+    expected: list[tuple[str, str]]  # (kind, ledger id or object key) of every finding an audit must report
+    counts: dict[str, int]
+
+
+def _bulk_offloaded(c: _Cluster, name: str, lid: int, ctime: int, custom: Mapping[str, str], li: Any) -> None:
+    """Ledger ``lid`` of ``name`` offloaded completely (data and index objects), BookKeeper copy deleted."""
+    led = Ledger(lid, 10, 10 * 256, ctime + HOUR, ctime)
+    li.entries, li.size, li.timestamp = led.entries, led.size, led.timestamp_ms
+    uuid = c.uuid()
+    msb, lsb = wire.uuid_bits(uuid)
+    oc = li.offloadContext
+    oc.uidMsb, oc.uidLsb, oc.complete, oc.bookkeeperDeleted = msb, lsb, True, True
+    oc.timestamp = ctime + 2 * HOUR
+    oc.driverMetadata.CopyFrom(c.driver_metadata())
+    c.offload_objects(name, led, c.closed_metadata(led, custom), uuid, data=True, index=True)
+
+
+def bulk_cluster(
+    *,
+    root: str,
+    n_ledgers: int,
+    n_topics: int,
+    now_ms: int,
+    n_offloaded: int = 0,
+    bucket: str | None = None,
+    s3_endpoint: str | None = None,
+    n_orphans: int = 0,
+) -> BulkCluster:
+    """The znodes and offload objects of :func:`generate_bulk`, built in memory (deterministic).
+
+    ``n_offloaded`` topics (the first ones) get one more ledger before their BookKeeper ledgers:
+    completely offloaded (a data and an index object in ``bucket``), its BookKeeper copy deleted.
+    ``n_orphans`` > 0 plants that many ``orphan_ledger`` (BookKeeper ledgers naming the first topic's
+    managed ledger, three days old, that it does not list) and, with ``bucket``, one
+    ``orphan_offload_object`` (a data object of an unreferenced offload naming the second topic).
     """
-    if n_topics < 1 or n_ledgers < n_topics:
-        raise ValueError("need n_topics >= 1 and n_ledgers >= n_topics")
-    t0 = time.perf_counter()
+    if n_topics < 1 or n_ledgers < n_topics or n_offloaded > n_topics:
+        raise ValueError("need n_topics >= 1, n_ledgers >= n_topics and n_offloaded <= n_topics")
+    if n_offloaded and bucket is None:
+        raise ValueError("n_offloaded needs a bucket")
     root = root.rstrip("/")
-    nodes: dict[str, tuple[bytes, list[Any] | None]] = {}
-    ns = "bench/load"
+    c = _Cluster(root, now_ms, bucket, s3_endpoint, True, zlib.crc32(f"bulk|{root}|{now_ms}".encode()))
+    nodes = c.nodes
+    ns = BULK_NS
     nodes[f"{root}/admin/policies/bench"] = (
         json.dumps({"adminRoles": [], "allowedClusters": [CLUSTER]}).encode(),
         None,
@@ -1448,11 +1490,11 @@ def generate_bulk(zk_hosts: str, *, root: str, n_ledgers: int, n_topics: int, no
         b"2\norg.apache.pulsar.metadata.bookkeeper.PulsarLedgerManagerFactory:1",
         None,
     )
-    nodes[ledgers_root + "/INSTANCEID"] = (str(uuidlib.uuid4()).encode(), None)  # as every bookie cluster
+    nodes[ledgers_root + "/INSTANCEID"] = (c.uuid().encode(), None)  # as every bookie cluster
     nodes[ledgers_root + "/available"] = (b"", None)
     per = n_ledgers // n_topics
     extra = n_ledgers % n_topics
-    lid = 10_000
+    lid = BULK_FIRST_LEDGER
     ensemble = list(BOOKIES[:2])
     for t in range(n_topics):
         name = f"{ns}/persistent/topic-{t:05d}"
@@ -1464,6 +1506,10 @@ def generate_bulk(zk_hosts: str, *, root: str, n_ledgers: int, n_topics: int, no
         }
         info = mlpb.ManagedLedgerInfo()
         first = lid
+        if t < n_offloaded:
+            ctime = now_ms - (count + 2) * HOUR
+            _bulk_offloaded(c, name, lid, ctime, c.ml_custom(name), info.ledgerInfo.add(ledgerId=lid))
+            lid += 1
         for k in range(count):
             last = k == count - 1
             ctime = now_ms - (count - k) * HOUR
@@ -1490,23 +1536,119 @@ def generate_bulk(zk_hosts: str, *, root: str, n_ledgers: int, n_topics: int, no
             cursorsLedgerId=-1, markDeleteLedgerId=first, markDeleteEntryId=-1, lastActive=now_ms - MINUTE
         )
         nodes[ml_path + "/reader"] = (cur.SerializeToString(), None)
+    expected = _bulk_orphans(
+        c, lid, n_orphans, f"{ns}/persistent/topic-{0:05d}", f"{ns}/persistent/topic-{1:05d}"
+    )
+    counts = {
+        "bk_ledgers": n_ledgers + len([k for k, _ in expected if k == "orphan_ledger"]),
+        "ml_ledgers": n_ledgers + n_offloaded,
+        "managed_ledgers": n_topics,
+        "cursors": n_topics,
+        "offloaded": n_offloaded,
+        "offload_objects": len(c.objects),
+    }
+    return BulkCluster(nodes, c.objects, expected, counts)
+
+
+def _bulk_orphans(c: _Cluster, lid: int, n: int, ml_name: str, object_ml: str) -> list[tuple[str, str]]:
+    expected: list[tuple[str, str]] = []
+    if n <= 0:
+        return expected
+    lid += 1000
+    for _ in range(n):
+        c.bk_ledger(lid, ctime_ms=c.now - 3 * DAY, entries=10, size=2560, custom=c.ml_custom(ml_name))
+        expected.append(("orphan_ledger", str(lid)))
+        lid += 1
+    if c.bucket is not None:
+        led = Ledger(lid, 10, 2560, c.now - 3 * DAY + HOUR, c.now - 3 * DAY)
+        before = len(c.objects)
+        data_key, _ = c.offload_objects(
+            object_ml, led, c.closed_metadata(led, c.ml_custom(object_ml)), c.uuid(), data=True, index=False
+        )
+        assert len(c.objects) == before + 1
+        expected.append(("orphan_offload_object", data_key))
+    return expected
+
+
+def write_objects_parallel(
+    endpoint: str, bucket: str, objects: Sequence[tuple[str, bytes, dict[str, str]]], threads: int = 16
+) -> None:
+    """PUT ``objects`` with ``threads`` concurrent requests (an S3 server with a slow write path)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import boto3
+    from botocore.config import Config
+
+    s3 = boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", config=Config(max_pool_connections=threads)
+    )
+
+    def put(obj: tuple[str, bytes, dict[str, str]]) -> None:
+        s3.put_object(Bucket=bucket, Key=obj[0], Body=obj[1], Metadata=obj[2])
+
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(put, objects):
+            pass
+
+
+def generate_bulk(
+    zk_hosts: str,
+    *,
+    root: str,
+    n_ledgers: int,
+    n_topics: int,
+    now_ms: int,
+    n_offloaded: int = 0,
+    bucket: str | None = None,
+    s3_endpoint: str | None = None,
+    n_orphans: int = 0,
+    write_objects: bool = True,
+) -> dict[str, Any]:
+    """A large cluster fast: ``n_ledgers`` v3 ledgers spread over ``n_topics`` managed ledgers.
+
+    Every topic has one cursor at its first ledger (nothing consumed), infinite retention, the last
+    ledger OPEN and young. ``n_offloaded``, ``bucket``, ``s3_endpoint``, ``n_orphans``: see
+    :func:`bulk_cluster`; the objects are written to the bucket (it must exist) unless
+    ``write_objects`` is false. Returns counts and timings, ``expected`` (the (kind, ledger id or
+    object key) of every finding an audit with ``as_of_ms = now_ms`` must report) and ``objects``.
+    """
+    t0 = time.perf_counter()
+    bulk = bulk_cluster(
+        root=root,
+        n_ledgers=n_ledgers,
+        n_topics=n_topics,
+        now_ms=now_ms,
+        n_offloaded=n_offloaded,
+        bucket=bucket,
+        s3_endpoint=s3_endpoint,
+        n_orphans=n_orphans,
+    )
     t1 = time.perf_counter()
     client = _connect(zk_hosts)
     try:
-        created = write_znodes(client, nodes)
+        created = write_znodes(client, bulk.nodes)
     finally:
         client.stop()
         client.close()
     t2 = time.perf_counter()
+    if write_objects and bucket is not None and s3_endpoint is not None and bulk.objects:
+        write_objects_parallel(s3_endpoint, bucket, bulk.objects)
+    t3 = time.perf_counter()
     return {
-        "root": root,
+        "root": root.rstrip("/"),
         "n_ledgers": n_ledgers,
         "n_topics": n_topics,
-        "first_ledger_id": 10_000,
+        "n_offloaded": n_offloaded,
+        "first_ledger_id": BULK_FIRST_LEDGER,
         "znodes": created,
+        "offload_objects": len(bulk.objects),
+        "objects": bulk.objects,
+        "expected": bulk.expected,
+        "counts": bulk.counts,
         "build_s": round(t1 - t0, 3),
         "write_s": round(t2 - t1, 3),
-        "total_s": round(t2 - t0, 3),
+        "objects_s": round(t3 - t2, 3),
+        "total_s": round(t3 - t0, 3),
         "creates_per_s": round(created / max(t2 - t1, 1e-9)),
     }
 

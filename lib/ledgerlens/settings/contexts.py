@@ -173,6 +173,14 @@ SETTINGS: tuple[Setting, ...] = (
     _s("s3.region", "str", "LEDGERLENS_S3_REGION", "s3_region", "", "S3 region"),
     _s("s3.profile", "str", "LEDGERLENS_AWS_PROFILE", "aws_profile", "", "AWS profile name"),
     _s("s3.shared", "bool", "LEDGERLENS_S3_SHARED", None, False, "other clusters offload to this bucket"),
+    _s(
+        "s3.max-requests",
+        "int",
+        "LEDGERLENS_S3_MAX_REQUESTS",
+        "s3_max_requests",
+        0,
+        "GETs a run may spend verifying offload objects (0: no limit); the rest wait for the next run",
+    ),
     # -- credentials, by reference only
     _s(
         "auth.zookeeper-digest-env",
@@ -334,6 +342,15 @@ SETTINGS: tuple[Setting, ...] = (
         "history_keep",
         14,
         "runs kept in --out/history/ (0: none)",
+    ),
+    _s(
+        "audit.reverify-objects",
+        "choice",
+        "LEDGERLENS_REVERIFY_OBJECTS",
+        "reverify_objects",
+        "changed",
+        "offload objects to read again: changed (new or changed since the previous run's verdicts) or all",
+        choices=("changed", "all"),
     ),
     # -- Spark
     _s("spark.master", "str", "LEDGERLENS_SPARK_MASTER", "spark_master", "local[*]", "Spark master"),
