@@ -34,45 +34,16 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zk_snapshot_writer as writer  # noqa: E402  (bench/ is not a package)
+from tree_rss import TreeRss  # noqa: E402
 
 GIB = 1024**3
-
-
-class TreePeak:
-    """Peak RSS of a process and all its descendants (sampled every 0.2 s), and of its JVMs."""
-
-    def __init__(self, pid: int) -> None:
-        self.proc = psutil.Process(pid)
-        self.total = self.jvm = 0
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                procs = [self.proc, *self.proc.children(recursive=True)]
-                rss = [(p.name(), p.memory_info().rss) for p in procs]
-            except psutil.Error:
-                rss = []
-            if rss:
-                self.total = max(self.total, sum(r for _, r in rss))
-                self.jvm = max(self.jvm, sum(r for n, r in rss if "java" in n))
-            self._stop.wait(0.2)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._t.join()
 
 
 def floor_snapshot(data_dir: Path) -> tuple[float, int, int]:
@@ -158,15 +129,15 @@ def run_audit(
     env.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    peak = TreePeak(proc.pid)
+    peak = TreeRss(proc.pid)
     text, _ = proc.communicate()
     secs = time.perf_counter() - t0
     peak.stop()
     if proc.returncode not in (0, 3):
         raise SystemExit(f"ledgerlens audit failed (exit {proc.returncode}):\n{text[-4000:]}")
-    print(f"(a) audit: {secs:.1f} s, peak RSS {peak.total / GIB:.2f} GiB (JVM {peak.jvm / GIB:.2f} GiB)")
+    print(f"(a) audit: {secs:.1f} s, peak RSS {peak.peak / GIB:.2f} GiB (JVM {peak.peak_jvm / GIB:.2f} GiB)")
     print("(a) timings:", (out / "summary.json").read_text().split('"timings":')[-1][:600], flush=True)
-    return {"secs": secs, "peak": peak.total, "jvm": peak.jvm, "output": text}
+    return {"secs": secs, "peak": peak.peak, "jvm": peak.peak_jvm, "output": text}
 
 
 def check_findings(out: Path, expected: list[dict[str, Any]]) -> int:

@@ -51,11 +51,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from ledgerlens.sandbox.cluster import CLUSTER, DAY, bulk_cluster, write_objects_parallel
 from ledgerlens.sandbox.servers import S3Server, ZooKeeperServer
 from ledgerlens.settings.config import cache_dir
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tree_rss import TreeRss  # noqa: E402  (bench/ is not a package)
 
 BUCKET = "offload-bench"
 AWS = {"AWS_ACCESS_KEY_ID": "ledgerlens-bench", "AWS_SECRET_ACCESS_KEY": "ledgerlens-bench",
@@ -81,33 +82,6 @@ def mntr(port: int) -> dict[str, str]:
 def packets(port: int) -> int:
     m = mntr(port)
     return int(m["zk_packets_received"]) + int(m["zk_packets_sent"])
-
-
-class TreeRss:
-    """Peak RSS of a process and its descendants (sampled every 0.2 s)."""
-
-    def __init__(self, pid: int) -> None:
-        self.proc = psutil.Process(pid)
-        self.peak = 0
-        self.peak_jvm = 0
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                procs = [self.proc, *self.proc.children(recursive=True)]
-                rss = [(p.name(), p.memory_info().rss) for p in procs]
-                self.peak = max(self.peak, sum(r for _, r in rss))
-                self.peak_jvm = max(self.peak_jvm, sum(r for n, r in rss if "java" in n))
-            except psutil.Error:
-                pass
-            self._stop.wait(0.2)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._t.join()
 
 
 def run_audit(
