@@ -164,6 +164,7 @@ def _race(planted: tuple[GroundTruth, list[str]], out: Path, jitter: float) -> N
         "findings.parquet",
         "history",  # the runs' slim findings, one entry per run (audit/history.py)
         "inventory",
+        "offload_verdicts.parquet",  # what the next run need not verify again (offload/verdicts.py)
         "resolved.parquet",
         "summary.json",
     ]
