@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
-
-from ledgerlens.audit.findings import finding
 
 MB = 1024 * 1024
 ML_COMPONENT = "managed-ledger"
@@ -57,19 +55,3 @@ def place_columns(
         "bytes_": bytes_,
     }
     return {k: F.col(v) if v else None for k, v in names.items()}
-
-
-def corrupt_finding(
-    rows: DataFrame, *, component: str | None, evidence: Column, **place: str | None
-) -> DataFrame:
-    """``corrupt_metadata`` (critical, to investigate) for every row of ``rows``; ``place``: the column
-    names of :func:`place_columns`."""
-    return finding(
-        rows,
-        kind="corrupt_metadata",
-        severity="critical",
-        component=component,
-        action="investigate",
-        evidence=evidence,
-        **place_columns(**place),
-    )

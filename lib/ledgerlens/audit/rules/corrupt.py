@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ledgerlens.audit.findings import finding
 from ledgerlens.audit.frames import Look, union_all
-from ledgerlens.audit.rules.common import ML_COMPONENT, corrupt_finding
+from ledgerlens.audit.rules.common import ML_COMPONENT, place_columns
 
 _CORRUPT_METADATA = {  # table: component, ledger id, managed ledger, cursor, tenant, namespace columns
     "bk_ledgers": (None, "ledger_id", None, None, None, None),
@@ -18,6 +19,22 @@ _CORRUPT_METADATA = {  # table: component, ledger id, managed ledger, cursor, te
     "schema_ledgers": ("schema", "ledger_id", None, None, "tenant", "namespace"),
     "namespace_policies": (None, None, None, None, "tenant", "namespace"),
 }
+
+
+def corrupt_finding(
+    rows: DataFrame, *, component: str | None, evidence: Column, **place: str | None
+) -> DataFrame:
+    """``corrupt_metadata`` (critical, to investigate) for every row of ``rows``; ``place``: the column
+    names of :func:`place_columns`."""
+    return finding(
+        rows,
+        kind="corrupt_metadata",
+        severity="critical",
+        component=component,
+        action="investigate",
+        evidence=evidence,
+        **place_columns(**place),
+    )
 
 
 def corrupt_looks() -> list[Look]:

@@ -19,12 +19,12 @@ from ledgerlens.audit.references import BUCKET_TAG, ML_TAG, SCHEMA_TAG, owner_pr
 from ledgerlens.audit.rules.common import (
     KNOWN_COMPONENTS,
     ML_COMPONENT,
-    corrupt_finding,
     false_if_null,
     offload_complete,
     place_columns,
 )
 from ledgerlens.audit.rules.conditions import OFFLOAD_ROW, is_candidate, is_offloaded, selected
+from ledgerlens.audit.rules.corrupt import corrupt_finding
 from ledgerlens.formats.references import COMPACTION_CURSOR
 from ledgerlens.runtime.spark import adapts, interprets
 from ledgerlens.settings.config import AuditConfig
