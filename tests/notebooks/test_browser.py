@@ -642,9 +642,15 @@ def test_runbook_in_jupyterlab(browser: Any, lab: dict[str, Any]) -> None:
         kind_select.select_option("corrupt_metadata")
         expect(totals).to_contain_text(f"{corrupt} of {len(findings)} findings selected", timeout=30_000)
         # open the first row's detail panel: evidence, next step, rule
-        explorer.locator(".ledgerlens-select").first.click()
         detail = explorer.locator(".ll-detail")
-        detail.wait_for(timeout=30_000)
+        for _ in range(3):  # the filtered rows may still be replacing the old ones: a lost click, again
+            explorer.locator(".ledgerlens-select").first.click()
+            try:
+                detail.wait_for(timeout=10_000)
+                break
+            except PlaywrightTimeout:
+                continue
+        detail.wait_for(timeout=10_000)
         text = detail.inner_text()
         assert "next step" in text.lower() and "evidence" in text.lower()
         assert "zookeeper-shell" in text and "corrupt_metadata" in text
