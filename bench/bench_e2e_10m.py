@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zk_snapshot_writer as writer  # noqa: E402  (bench/ is not a package)
-from tree_rss import TreeRss  # noqa: E402
+from tree_rss import measured_run  # noqa: E402
 
 GIB = 1024**3
 
@@ -127,14 +126,10 @@ def run_audit(
     env = dict(os.environ, LEDGERLENS_SPARK_CONF=f"spark.driver.memory={args.driver_memory}")
     env.setdefault("AWS_ACCESS_KEY_ID", "bench")
     env.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    peak = TreeRss(proc.pid)
-    text, _ = proc.communicate()
-    secs = time.perf_counter() - t0
-    peak.stop()
-    if proc.returncode not in (0, 3):
-        raise SystemExit(f"ledgerlens audit failed (exit {proc.returncode}):\n{text[-4000:]}")
+    peak = measured_run(cmd, env)
+    text, secs = peak.output, peak.secs
+    if peak.returncode not in (0, 3):
+        raise SystemExit(f"ledgerlens audit failed (exit {peak.returncode}):\n{text[-4000:]}")
     print(f"(a) audit: {secs:.1f} s, peak RSS {peak.peak / GIB:.2f} GiB (JVM {peak.peak_jvm / GIB:.2f} GiB)")
     print("(a) timings:", (out / "summary.json").read_text().split('"timings":')[-1][:600], flush=True)
     return {"secs": secs, "peak": peak.peak, "jvm": peak.peak_jvm, "output": text}

@@ -41,7 +41,6 @@ import pickle
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -51,12 +50,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ledgerlens.sandbox.cluster import CLUSTER, DAY, bulk_cluster, write_objects_parallel
+from ledgerlens.sandbox.cluster import CLUSTER, DAY, bulk_cluster, write_bulk_znodes, write_objects_parallel
 from ledgerlens.sandbox.servers import S3Server, ZooKeeperServer
 from ledgerlens.settings.config import cache_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tree_rss import TreeRss  # noqa: E402  (bench/ is not a package)
+from tree_rss import measured_run  # noqa: E402  (bench/ is not a package)
 
 BUCKET = "offload-bench"
 AWS = {"AWS_ACCESS_KEY_ID": "ledgerlens-bench", "AWS_SECRET_ACCESS_KEY": "ledgerlens-bench",
@@ -91,18 +90,14 @@ def run_audit(
     cmd = [str(Path(sys.executable).parent / "ledgerlens"), "audit", "--out", str(out), "--no-progress"]
     cmd += ["--cluster-name", CLUSTER, "--as-of", str(args.now_ms), *extra]
     before = packets(zk_port)
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    rss = TreeRss(proc.pid)
-    text, _ = proc.communicate()
-    wall = time.perf_counter() - t0
-    rss.stop()
+    run = measured_run(cmd, env)
+    text, wall = run.output, run.secs
     delta = packets(zk_port) - before - args.mntr_self
-    if proc.returncode != 0:
+    if run.returncode != 0:
         print(text)
-        raise SystemExit(f"{label}: ledgerlens audit exited {proc.returncode}")
+        raise SystemExit(f"{label}: ledgerlens audit exited {run.returncode}")
     summary = json.loads((out / "summary.json").read_text())
-    print(f"--- {label}: {wall:.1f} s, peak RSS {rss.peak / GIB:.2f} GiB (JVM {rss.peak_jvm / GIB:.2f} GiB), "
+    print(f"--- {label}: {wall:.1f} s, peak RSS {run.peak / GIB:.2f} GiB (JVM {run.peak_jvm / GIB:.2f} GiB), "
           f"ZooKeeper packets {delta:,}", flush=True)  # fmt: skip
     print("\n".join("    " + line for line in text.strip().splitlines()[-args.console_lines :]), flush=True)
     t = summary.get("timings", {})
@@ -111,7 +106,7 @@ def run_audit(
         f"outside the pipeline (start-up, report, exit) {wall - t.get('total', 0):.1f} s",
         flush=True,
     )
-    return {"wall": wall, "rss": rss.peak, "jvm": rss.peak_jvm, "zk_packets": delta, "summary": summary,
+    return {"wall": wall, "rss": run.peak, "jvm": run.peak_jvm, "zk_packets": delta, "summary": summary,
             "findings": finding_ids(out)}  # fmt: skip
 
 
@@ -257,14 +252,7 @@ def prepare(args: argparse.Namespace, work: Path) -> tuple[ZooKeeperServer, dict
     t1 = time.perf_counter()
     upload = Upload(args.s3_endpoint, bulk.objects)
     server = zk().start(timeout=120)
-    from ledgerlens.sandbox.cluster import _connect, write_znodes
-
-    client = _connect(server.hosts)
-    try:
-        created = write_znodes(client, bulk.nodes)
-    finally:
-        client.stop()
-        client.close()
+    created = write_bulk_znodes(server.hosts, bulk.nodes)
     t2 = time.perf_counter()
     server.stop()
     meta = {"now_ms": now_ms, "paths": sorted(bulk.nodes), "objects": bulk.objects, "expected": bulk.expected,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
+import time
+from dataclasses import dataclass
 
 import psutil
 
@@ -33,3 +36,25 @@ class TreeRss:
     def stop(self) -> None:
         self._stop.set()
         self._t.join()
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A finished process: exit status, its output (stdout and stderr), wall seconds, peak RSS."""
+
+    returncode: int
+    output: str
+    secs: float
+    peak: int
+    peak_jvm: int
+
+
+def measured_run(cmd: list[str], env: dict[str, str]) -> Measured:
+    """Run ``cmd`` to its end, timing it and sampling its process tree's memory."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rss = TreeRss(proc.pid)
+    text, _ = proc.communicate()
+    secs = time.perf_counter() - t0
+    rss.stop()
+    return Measured(proc.returncode, text, secs, rss.peak, rss.peak_jvm)

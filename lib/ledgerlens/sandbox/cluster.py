@@ -1591,6 +1591,16 @@ def write_objects_parallel(
             pass
 
 
+def write_bulk_znodes(zk_hosts: str, nodes: Mapping[str, tuple[bytes, list[Any] | None]]) -> int:
+    """Every znode of ``nodes`` (a :class:`BulkCluster`'s) written through one connection; how many."""
+    client = _connect(zk_hosts)
+    try:
+        return write_znodes(client, nodes)
+    finally:
+        client.stop()
+        client.close()
+
+
 def generate_bulk(
     zk_hosts: str,
     *,
@@ -1624,12 +1634,7 @@ def generate_bulk(
         n_orphans=n_orphans,
     )
     t1 = time.perf_counter()
-    client = _connect(zk_hosts)
-    try:
-        created = write_znodes(client, bulk.nodes)
-    finally:
-        client.stop()
-        client.close()
+    created = write_bulk_znodes(zk_hosts, bulk.nodes)
     t2 = time.perf_counter()
     if write_objects and bucket is not None and s3_endpoint is not None and bulk.objects:
         write_objects_parallel(s3_endpoint, bucket, bulk.objects)
