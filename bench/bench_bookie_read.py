@@ -28,7 +28,7 @@ TOPIC = "persistent://public/default/ll-bench-bookie-read"
 
 
 def produce(state: dict[str, Any], n: int, size: int) -> None:
-    from ledgerlens.sandbox.pulsar import make_client
+    from ledgerlens_sandbox.pulsar import make_client
 
     client = make_client(state)
     try:
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
 
-    from ledgerlens.sandbox.seed import zk_client
+    from ledgerlens_sandbox.seed import zk_client
 
     state = json.loads((args.sandbox / "state.json").read_text())
     if args.produce:

@@ -53,9 +53,9 @@ from ledgerlens.deletion.metrics import DeletionMetrics
 from ledgerlens.deletion.plan import build_plan, write_plan
 from ledgerlens.deletion.publish import publish, pulsar_client
 from ledgerlens.formats.paths import ledger_path
-from ledgerlens.sandbox.orphans import audit_output, fabricate
-from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox
 from ledgerlens.settings.config import S3Source
+from ledgerlens_sandbox.orphans import audit_output, fabricate
+from ledgerlens_sandbox.pulsar import AWS_DUMMY, PulsarSandbox
 
 TENANT_NS = "ll-bench/ns"
 ML = "ll-bench/ns/persistent/bench"
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     import boto3
     from kazoo.client import KazooClient
 
-    from ledgerlens.sandbox.seed import ensure_namespace
+    from ledgerlens_sandbox.seed import ensure_namespace
 
     work = Path(tempfile.mkdtemp(prefix="bench-deletion-"))
     box = PulsarSandbox(args.sandbox or work / "sandbox")
@@ -232,7 +232,7 @@ def reference_tree(
     must find (managed ledgers, referenced ledgers, offload uuids, schemas)."""
     from ledgerlens.proto import managed_ledger_pb2 as mlpb
     from ledgerlens.proto import schema_storage_pb2 as schpb
-    from ledgerlens.sandbox import wire
+    from ledgerlens_sandbox import wire
 
     hour = 3_600_000
     nodes: dict[str, tuple[bytes, None]] = {}
@@ -416,13 +416,13 @@ def reference_scan(args: argparse.Namespace) -> int:
     from kazoo.client import KazooClient
 
     from ledgerlens.deletion.references import DEFAULT_MAX_AGE_S, ReferenceScanner, Roots, scan_references
-    from ledgerlens.sandbox.cluster import write_znodes
     from ledgerlens.sources.zk_client import PipelinedReader
+    from ledgerlens_sandbox.cluster import write_znodes
 
     server = None
     hosts = args.zk
     if hosts is None:
-        from ledgerlens.sandbox.servers import ZooKeeperServer
+        from ledgerlens_sandbox.servers import ZooKeeperServer
 
         data = Path(tempfile.mkdtemp(prefix="ll-bench-refscan-"))
         atexit.register(shutil.rmtree, data, ignore_errors=True)

@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
 
-    from ledgerlens.sandbox.servers import S3Server
+    from ledgerlens_sandbox.servers import S3Server
 
     p = writer.Params(args.ledgers, args.topics, args.offloaded, args.orphans)
     t0 = time.perf_counter()

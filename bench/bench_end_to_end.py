@@ -50,9 +50,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ledgerlens.sandbox.cluster import CLUSTER, DAY, bulk_cluster, write_bulk_znodes, write_objects_parallel
-from ledgerlens.sandbox.servers import S3Server, ZooKeeperServer
 from ledgerlens.settings.config import cache_dir
+from ledgerlens_sandbox.cluster import CLUSTER, DAY, bulk_cluster, write_bulk_znodes, write_objects_parallel
+from ledgerlens_sandbox.servers import S3Server, ZooKeeperServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tree_rss import measured_run  # noqa: E402  (bench/ is not a package)

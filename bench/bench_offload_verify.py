@@ -44,8 +44,8 @@ def write_bucket(
     rows of the bucket and the bytes written."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ledgerlens.sandbox import wire
     from ledgerlens.sources.s3 import list_offload_objects
+    from ledgerlens_sandbox import wire
 
     payload = 4096 if ledger_mb >= 0.01 else 256
     n_entries = max(1, int(ledger_mb * 1024 * 1024 / (payload + 12)))
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     endpoint = args.s3_endpoint
     if not endpoint:
-        from ledgerlens.sandbox.servers import S3Server
+        from ledgerlens_sandbox.servers import S3Server
 
         server = S3Server(Path(tempfile.mkdtemp(prefix="bench-s3-")))
         server.start(timeout=60)

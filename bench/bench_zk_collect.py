@@ -43,7 +43,7 @@ def write_ledgers(
 ) -> None:
     """Create ``n`` ledger znodes (v3 metadata, Pulsar custom metadata) with batched transactions."""
     from ledgerlens.formats.paths import ledger_path
-    from ledgerlens.sandbox import wire
+    from ledgerlens_sandbox import wire
 
     paths = [ledger_path(i, root) for i in range(1, n + 1)]
     parents = sorted({p.rsplit("/", 1)[0] for p in paths})
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         import atexit
         import shutil
 
-        from ledgerlens.sandbox.servers import ZooKeeperServer
+        from ledgerlens_sandbox.servers import ZooKeeperServer
 
         data = Path(tempfile.mkdtemp(prefix="ll-bench-zk-"))
         atexit.register(shutil.rmtree, data, ignore_errors=True)  # at exit after the server stops
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         now_ms = int(time.time() * 1000)
         t0 = time.perf_counter()
         try:
-            from ledgerlens.sandbox.cluster import generate_bulk
+            from ledgerlens_sandbox.cluster import generate_bulk
 
             base = root.rsplit("/", 1)[0]
             generate_bulk(args.zk, root=base, n_ledgers=args.ledgers, n_topics=1000, now_ms=now_ms)

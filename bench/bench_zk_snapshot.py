@@ -63,12 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     from ledgerlens.formats.zkdata import SnapshotReader
     from ledgerlens.inventory.collect import collect_inventory
     from ledgerlens.runtime.spark import configure
-    from ledgerlens.sandbox.cluster import generate_bulk
-    from ledgerlens.sandbox.servers import ZooKeeperServer
     from ledgerlens.settings.config import ZooKeeperSource
     from ledgerlens.sources.base import BOOKKEEPER_STAGES
     from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot, find_files
     from ledgerlens.sources.zookeeper import LiveZooKeeper
+    from ledgerlens_sandbox.cluster import generate_bulk
+    from ledgerlens_sandbox.servers import ZooKeeperServer
 
     work = Path(tempfile.mkdtemp(prefix="ll-bench-zksnap-"))
     server = ZooKeeperServer(

@@ -48,9 +48,9 @@ from typing import IO, Any
 
 from ledgerlens.proto import bookkeeper_pb2 as bk
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
-from ledgerlens.sandbox import wire
-from ledgerlens.sandbox.cluster import BOOKIES, DAY, HOUR, MINUTE, _policies
 from ledgerlens.settings.config import cache_dir
+from ledgerlens_sandbox import wire
+from ledgerlens_sandbox.cluster import BOOKIES, DAY, HOUR, MINUTE, _policies
 
 NS = "bench/load"
 FIRST_LEDGER = 10_000

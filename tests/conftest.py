@@ -14,7 +14,7 @@ import pytest
 
 from ledgerlens.errors import SandboxError
 from ledgerlens.runtime.class_archive import DISABLE_ENV
-from ledgerlens.sandbox.servers import S3Server, ZooKeeperServer
+from ledgerlens_sandbox.servers import S3Server, ZooKeeperServer
 
 # the suite starts its JVMs the same way whatever the machine's cache holds (``ledgerlens warm-up``'s
 # class archive); tests/*/test_class_archive*.py turn it on for themselves

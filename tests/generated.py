@@ -1,4 +1,4 @@
-"""A generated cluster (``ledgerlens.sandbox.cluster.generate``) in its own chroot and bucket.
+"""A generated cluster (``ledgerlens_sandbox.cluster.generate``) in its own chroot and bucket.
 
 Tests that audit a generated cluster share this set-up instead of repeating it.
 """
@@ -20,7 +20,7 @@ def generated_cluster(
     import boto3
     from kazoo.client import KazooClient
 
-    from ledgerlens.sandbox.cluster import generate
+    from ledgerlens_sandbox.cluster import generate
 
     chroot = f"/{prefix}-{uuid.uuid4().hex[:8]}"
     client = KazooClient(hosts=zookeeper.hosts)

@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import ConfigError, LedgerLensError
-from ledgerlens.settings import inputs
+from ledgerlens.settings import arguments, inputs
 from ledgerlens.settings.redact import redact, redact_exception
+from ledgerlens.settings.request import AuditRequest
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
@@ -46,424 +47,23 @@ EXIT_FINDINGS = 3
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
-# --fail-on: the severities that make the exit status 3; new-*: among the run's new findings only
-# (``new_by_severity`` of the summary: findings the previous run did not report).
-FAIL_ON = {
-    "critical": ("critical",),
-    "warning": ("critical", "warning"),
-    "new-critical": ("critical",),
-    "new-warning": ("critical", "warning"),
-}
-
-DEFAULT_NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "audit_ledgers.ipynb"
-
-
-def _add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None:
-    g = p.add_argument_group("inputs")
-    g.add_argument(
-        "--context",
-        metavar="NAME",
-        default=None,
-        help="named cluster context of the contexts file ($LEDGERLENS_CONFIG or "
-        "~/.config/ledgerlens/contexts.toml); default $LEDGERLENS_CONTEXT, then the file's 'current'. "
-        "Flags and LEDGERLENS_* variables override its settings",
-    )
-    g.add_argument(
-        "--zookeeper",
-        required=False,
-        metavar="HOST:PORT",
-        help="ZooKeeper connect string of the cluster's metadata store (host:port[,host:port][/chroot])"
-        + (" (required unless --sandbox or --context)" if zookeeper_required else ""),
-    )
-    g.add_argument(
-        "--source",
-        choices=["zk", "zk-snapshot", "admin"],
-        default=None,
-        help="how the metadata is read: zk, a live ZooKeeper scan (default); zk-snapshot, a ZooKeeper "
-        "data directory (--zk-data-dir), zero load on the ensemble; admin, Pulsar's admin REST API "
-        "(--admin-url; for clusters on etcd or Oxia) with BookKeeper's ledgers from "
-        "--bookkeeper-metadata or --zookeeper. The token comes from auth.admin-token-env/-file",
-    )
-    g.add_argument(
-        "--admin-url",
-        metavar="URL",
-        default=None,
-        help="--source admin: the broker's web service URL, http(s)://HOST:PORT (setting pulsar.admin-url)",
-    )
-    g.add_argument(
-        "--zk-data-dir",
-        metavar="DIR",
-        default=None,
-        help="--source zk-snapshot: ZooKeeper's dataDir (or a copy, a backup); the newest "
-        "version-2/snapshot.<zxid> (plain, .gz or .snappy) is read and every transaction log after "
-        "it replayed. A chroot in --zookeeper selects the Pulsar tree inside it",
-    )
-    g.add_argument(
-        "--zk-until",
-        metavar="ZXID|TIME",
-        default=None,
-        help="--source zk-snapshot: the state at this zxid (0x1a2b or decimal) or time (ISO-8601 or "
-        "epoch ms) instead of the newest one, for a forensic audit of the past",
-    )
-    g.add_argument(
-        "--bookkeeper-metadata",
-        metavar="KIND:LOCATION",
-        default=None,
-        help="where BookKeeper's ledger metadata lives when it is not --zookeeper, e.g. "
-        "zk:zk1:2181/ledgers (the path is the ledgers root; bookkeeperMetadataServiceUri values such "
-        "as metadata-store:zk:host:2181/ledgers or zk+hierarchical://host:2181/ledgers work too), or "
-        "zk-snapshot:DATA_DIR#/ledgers",
-    )
-    g.add_argument(
-        "--pulsar-metadata",
-        metavar="KIND:LOCATION",
-        action="append",
-        default=None,
-        help="a Pulsar metadata store, as the broker's metadataStoreUrl: zk:zk1:2181,zk2:2181/chroot "
-        "(or zk-snapshot:DATA_DIR#/chroot). Repeat for every Pulsar cluster sharing the BookKeeper "
-        "cluster: references are the union, ledgers of tenants found in none of them are "
-        "foreign_ledger (info), never orphans",
-    )
-    g.add_argument(
-        "--deleted-tenant",
-        metavar="NAME",
-        action="append",
-        default=None,
-        help="a tenant known to be deleted from this cluster: its ledgers become orphan candidates "
-        "again instead of foreign_ledger (repeatable)",
-    )
-    g.add_argument(
-        "--sandbox",
-        metavar="DIR",
-        default=None,
-        help="audit a sandbox started with 'ledgerlens sandbox up' or 'sandbox-local up': its "
-        "ZooKeeper, S3 endpoint, bucket, clock and thresholds fill every input not given",
-    )
-    g.add_argument(
-        "--s3-endpoint",
-        metavar="URL",
-        default=None,
-        help="S3 endpoint URL for the tiered-storage bucket (default: AWS)",
-    )
-    g.add_argument("--s3-region", metavar="REGION", default=None, help="S3 region of the bucket")
-    g.add_argument(
-        "--aws-profile", metavar="NAME", default=None, help="AWS profile for S3 (default: boto3's chain)"
-    )
-    g.add_argument(
-        "--bucket",
-        metavar="NAME",
-        default=None,
-        help="tiered-storage bucket to inventory (offload rules run only with it)",
-    )
-    g.add_argument(
-        "--cluster-name",
-        metavar="NAME",
-        default=None,
-        help="the audited Pulsar cluster, for shared buckets: objects other clusters wrote are "
-        "foreign, never orphans (default: the single cluster under /admin/clusters)",
-    )
-    g.add_argument(
-        "--deep-offload-check",
-        action="store_true",
-        help="stream every offloaded data block and check entry ids and lengths (reads the whole "
-        "bucket; by default only index objects and each data object's first block header are read)",
-    )
-    g.add_argument(
-        "--reverify-objects",
-        choices=("changed", "all"),
-        default=None,
-        help="offload objects to read: changed (default: those new or changed since the previous "
-        "run's verdicts, by key, size and ETag) or all",
-    )
-    g.add_argument(
-        "--s3-max-requests",
-        metavar="N",
-        type=int,
-        default=None,
-        help="GETs this run may spend verifying offload objects (default: no limit); the objects "
-        "left are reported not verified (summary.json undecidable) and verified by the next run",
-    )
-    g.add_argument(
-        "--min-orphan-age",
-        metavar="DURATION",
-        default=None,
-        help="orphan candidates must be at least this old (90s, 15m, 24h, 7d; default 24h, or the sandbox's)",
-    )
-    g.add_argument(
-        "--retention-grace",
-        metavar="DURATION",
-        default=None,
-        help="consumed ledgers count as retention overdue this long after they could be trimmed "
-        "(default 6h, or the sandbox's)",
-    )
-    g.add_argument(
-        "--incomplete-offload-age",
-        metavar="DURATION",
-        default=None,
-        help="objects of an offload that never completed count once this old (default 24h, or the sandbox's)",
-    )
-    g.add_argument(
-        "--open-ledger-max-age",
-        metavar="DURATION",
-        default=None,
-        help="a topic's current ledger open longer than this is overdue (default 7d)",
-    )
-    g.add_argument(
-        "--inactive-cursor-age",
-        metavar="DURATION",
-        default=None,
-        help="a subscription inactive this long that holds ledgers back is reported (default 7d)",
-    )
-    g.add_argument(
-        "--offload-deletion-lag",
-        metavar="DURATION",
-        default=None,
-        help="the broker's managedLedgerOffloadDeletionLagMs where a namespace sets none (default 4h)",
-    )
-    g.add_argument(
-        "--default-retention-minutes",
-        metavar="N",
-        default=None,
-        help="the broker's defaultRetentionTimeInMinutes where a namespace sets none (default 0)",
-    )
-    g.add_argument(
-        "--default-retention-mb",
-        metavar="N",
-        default=None,
-        help="the broker's defaultRetentionSizeInMB where a namespace sets none (default 0)",
-    )
-    g.add_argument(
-        "--as-of",
-        metavar="TIME",
-        default="",
-        help="'now' of the audit: ISO-8601 or epoch ms (default: now, or a generated sandbox's clock)",
-    )
-    g.add_argument("--spark-master", metavar="URL", default=None, help="Spark master (default local[*])")
-    g.add_argument(
-        "--ledgers-root",
-        metavar="PATH",
-        default=None,
-        help="BookKeeper ledgers root in ZooKeeper (default /ledgers)",
-    )
-    g.add_argument(
-        "--allow-empty-metadata",
-        action="store_true",
-        help="audit even when the metadata looks like no Pulsar cluster (missing ledgers root nodes or "
-        "managed-ledger root, no managed ledger next to a full bucket): only when you know why",
-    )
-    g.add_argument("--debug", action="store_true", help="on error, print the traceback and Spark's log")
-
-
-def _add_run_options(p: argparse.ArgumentParser, *, fail_on: bool = False) -> None:
-    if fail_on:
-        p.add_argument(
-            "--fail-on",
-            choices=sorted(FAIL_ON),
-            default=None,
-            help="exit 3 when a finding of this severity (or worse) exists; new-critical, new-warning: "
-            "only when such a finding is new since the previous run (default: the context's)",
-        )
-    _add_history_options(p)
-    p.add_argument(
-        "--metrics-textfile",
-        metavar="PATH",
-        default=None,
-        help="also write findings, bytes, counts scanned, duration and the last success time in "
-        "Prometheus text format (node_exporter's textfile collector), atomically; a failed run "
-        "keeps the previous last success time",
-    )
-    p.add_argument(
-        "--verbose",
-        action="store_true",
-        help="show library output too (Spark/JVM logging, warnings); default: progress and results only",
-    )
-
-
-def _add_history_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--previous",
-        metavar="DIR",
-        default=None,
-        help="the run to compare with (an audit's output directory or an entry of its history/): "
-        "findings get first_seen and new, resolved.parquet lists those gone since (default: the run "
-        "published in --out, else the newest of --out/history/)",
-    )
-    p.add_argument(
-        "--history-keep",
-        metavar="N",
-        default=None,
-        help="runs kept in --out/history/ (their findings, slim, and counts; default 14; 0: none)",
-    )
+FAIL_ON = arguments.FAIL_ON
+DEFAULT_NOTEBOOK = arguments.DEFAULT_NOTEBOOK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``ledgerlens`` command."""
+    """The argument parser of the ``ledgerlens`` command (``ledgerlens.settings.arguments``)."""
     parser = argparse.ArgumentParser(
         prog="ledgerlens", description="Audit Apache Pulsar storage: orphan ledgers, tiered-storage objects."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    audit = sub.add_parser(
-        "audit",
-        help="run the audit and print a summary",
-        description="Run the audit pipeline and write findings to --out.",
-    )
-    _add_inputs(audit, zookeeper_required=True)
-    audit.add_argument(
-        "--out", required=True, metavar="DIR", help="output directory (findings, summary.json)"
-    )
-    audit.add_argument("--no-progress", action="store_true", help="no progress display")
-    audit.add_argument(
-        "--read-bookies",
-        action="store_true",
-        help="also read entries from the bookies (read-only, never fences): PIP-195 bucket snapshots "
-        "and cursor-ledger positions, so compacted ledgers are judged on the live reference",
-    )
-    _add_run_options(audit, fail_on=True)
-
-    report = sub.add_parser(
-        "report",
-        help="run the audit runbook headless and write an HTML report",
-        description="Execute notebooks/audit_ledgers.ipynb with papermill into "
-        "DIR/audit_ledgers.ipynb and convert it to DIR/report.html.",
-    )
-    _add_inputs(report, zookeeper_required=True)
-    report.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    report.add_argument(
-        "--notebook",
-        metavar="PATH",
-        default=None,
-        help=f"runbook to execute (default {DEFAULT_NOTEBOOK.name} of this checkout)",
-    )
-    report.add_argument(
-        "--html", metavar="PATH", default=None, help="HTML report path (default DIR/report.html)"
-    )
-    report.add_argument(
-        "--kernel", metavar="NAME", default=None, help="Jupyter kernel (default: the notebook's, python3)"
-    )
-    report.add_argument("--show-code", action="store_true", help="keep code cells in the HTML report")
-    report.add_argument("--no-progress", action="store_true", help="no progress display")
-    _add_run_options(report, fail_on=True)
-
-    lab = sub.add_parser(
-        "lab",
-        help="JupyterLab on a scratch copy of the runbooks (autosave never touches the committed ones)",
-        description="Copy notebooks/*.ipynb into --workdir (kept between runs unless --fresh) and start "
-        "JupyterLab there; with --sandbox DIR the copies' sandbox parameter is filled in, so Run All "
-        "audits it as 'ledgerlens report --sandbox DIR' does. Works as root (--allow-root).",
-    )
-    lab.add_argument("--workdir", default="lab", metavar="DIR", help="scratch directory (default ./lab)")
-    lab.add_argument("--sandbox", default=None, metavar="DIR", help="sandbox to fill into the runbooks")
-    lab.add_argument("--port", type=int, default=8888, help="port on 127.0.0.1 (default 8888)")
-    lab.add_argument("--token", default=None, help="server token (default: JupyterLab generates one)")
-    lab.add_argument(
-        "--fresh", action="store_true", help="replace existing copies with the committed runbooks"
-    )
-    lab.add_argument("--no-browser", action="store_true", help="do not open a browser")
-
-    pulsar = sub.add_parser(
-        "sandbox",
-        help="a real Pulsar standalone sandbox (ZooKeeper metadata, S3 offload) on loopback",
-        description="up: fetch the pinned Pulsar release (Maven Central) and start it with a local S3 "
-        "server; seed: real traffic; plant: real failure paths and a ground-truth file; status; down.",
-    )
-    pulsar.add_argument("action", choices=["up", "seed", "plant", "restore-s3", "status", "down"])
-    pulsar.add_argument("--workdir", required=True, metavar="DIR", help="sandbox working directory")
-    pulsar.add_argument("--timeout", default=None, metavar="SECONDS", help="up: readiness timeout")
-
-    sandbox = sub.add_parser("sandbox-local", help="local ZooKeeper + S3 sandbox with a generated cluster")
-    sandbox.add_argument("action", choices=["up", "seed", "status", "down"])
-    sandbox.add_argument("--workdir", required=True, metavar="DIR", help="sandbox working directory")
-    sandbox.add_argument("--scenario", default=None, help="seed: healthy or planted (default planted)")
-    sandbox.add_argument("--root", default=None, metavar="PATH", help="seed: path prefix of the cluster")
-    sandbox.add_argument("--now-ms", default=None, type=int, metavar="MS", help="seed: the audit's as_of_ms")
-    sandbox.add_argument("--bucket", default=None, metavar="NAME", help="up: tiered-storage bucket to create")
-
+    arguments.add_audit_parsers(sub)
+    arguments.add_tool_parsers(sub)
     from ledgerlens.deletion import commands as deletion_commands
 
     deletion_commands.add_parsers(sub)
-
-    ctx = sub.add_parser(
-        "contexts",
-        help="named cluster contexts: list, show NAME, check NAME",
-        description="Contexts name a Pulsar cluster's stores, credentials (by reference), thresholds and "
-        "Spark settings once ($LEDGERLENS_CONFIG or ~/.config/ledgerlens/contexts.toml). list: every "
-        "context; show: resolved settings with their origin, secrets redacted; check: try every store "
-        "(exit 0 only when all answer).",
-    )
-    ctx.add_argument("action", choices=["list", "show", "check"])
-    ctx.add_argument("name", nargs="?", default=None, help="context (default $LEDGERLENS_CONTEXT or current)")
-    ctx.add_argument(
-        "--timeout", type=float, default=10.0, metavar="SECONDS", help="check: time limit per store (10)"
-    )
-    sub.add_parser(
-        "warm-up",
-        help="write the Spark JVM's class archive once: later sessions start about 4 s sooner",
-        description="Start Spark once and write every class its JVM loads to an archive in "
-        "~/.cache/ledgerlens ($LEDGERLENS_CACHE), about 180 MiB, in about a minute. Later "
-        "sessions on a local master map it instead of loading those classes one by one. Run it again "
-        "after upgrading Java or Spark; $LEDGERLENS_CLASS_ARCHIVE=off ignores the archive.",
-    )
-    kafka = sub.add_parser(
-        "kafka-audit",
-        help="audit Kafka tiered storage (KIP-405): remote log metadata against the remote storage",
-        description="Read __remote_log_metadata (bounded: earliest to the end offsets at start), list the "
-        "remote storage (--bucket, or --remote-dir for Kafka's local tiered storage), describe topics, "
-        "and write remote_segment_* findings to --out.",
-    )
-    kafka.add_argument("--bootstrap-servers", metavar="HOST:PORT", default="", help="Kafka bootstrap servers")
-    kafka.add_argument(
-        "--metadata-dump",
-        metavar="FILE",
-        default="",
-        help="read the metadata records from a dump file (JSON lines) instead of the topic",
-    )
-    kafka.add_argument("--metadata-topic", default="__remote_log_metadata", help=argparse.SUPPRESS)
-    kafka.add_argument("--bucket", metavar="NAME", default="", help="remote storage bucket (S3 API)")
-    kafka.add_argument("--s3-endpoint", metavar="URL", default="", help="S3 endpoint URL (default: AWS)")
-    kafka.add_argument("--prefix", metavar="PREFIX", default="", help="key prefix of the segment objects")
-    kafka.add_argument(
-        "--remote-dir",
-        metavar="DIR",
-        default="",
-        help="Kafka's local tiered storage directory (instead of a bucket)",
-    )
-    kafka.add_argument(
-        "--layout",
-        choices=["s3-plugin", "local"],
-        default=None,
-        help="object key layout (default: s3-plugin with --bucket, local with --remote-dir)",
-    )
-    kafka.add_argument(
-        "--out", required=True, metavar="DIR", help="output directory (findings, summary.json)"
-    )
-    kafka.add_argument(
-        "--min-orphan-age", metavar="DURATION", default="24h", help="orphan objects: minimum age (24h)"
-    )
-    kafka.add_argument(
-        "--stuck-after",
-        metavar="DURATION",
-        default="24h",
-        help="COPY_SEGMENT_STARTED / DELETE_SEGMENT_STARTED older than this are stuck (24h)",
-    )
-    kafka.add_argument(
-        "--retention-grace",
-        metavar="DURATION",
-        default="6h",
-        help="segments past retention by more than this (6h)",
-    )
-    kafka.add_argument("--as-of", metavar="TIME", default="", help="'now' of the audit (default: now)")
-    kafka.add_argument(
-        "--spark-master", metavar="URL", default="local[*]", help="Spark master (default local[*])"
-    )
-    kafka.add_argument(
-        "--fail-on",
-        choices=sorted(FAIL_ON),
-        default=None,
-        help="exit 3 at this severity or worse (new-*: among findings new since the previous run)",
-    )
-    _add_history_options(kafka)
-    kafka.add_argument("--no-progress", action="store_true", help="no progress bars")
+    arguments.add_contexts_parsers(sub)
+    arguments.add_kafka_parser(sub)
     return parser
 
 
@@ -474,9 +74,15 @@ def _settings(args: argparse.Namespace) -> Any:
     return contexts.resolve(getattr(args, "context", None), flags=vars(args))
 
 
-def _configs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    """ZooKeeperSource, S3Source | None and AuditConfig from parsed arguments (and the context)."""
-    return _settings(args).audit_inputs(args.as_of)  # type: ignore[no-any-return]
+def _request(settings: Any, args: argparse.Namespace) -> AuditRequest:
+    """The run's ``AuditRequest`` from the resolved settings and the command's own flags."""
+    return settings.audit_request(  # type: ignore[no-any-return]
+        args.out,
+        as_of=args.as_of,
+        deep_offload_check=bool(args.deep_offload_check),
+        allow_empty_metadata=bool(getattr(args, "allow_empty_metadata", False)),
+        read_bookies=bool(getattr(args, "read_bookies", False)),
+    )
 
 
 def _local_python(master: str) -> None:
@@ -602,44 +208,29 @@ def cmd_audit(args: argparse.Namespace) -> int:
     bar = _progress(args)
     with bar.waiting("reading the settings", say_after=2.0):  # said on a slow machine only
         settings = _settings(args)
-        zk, s3, audit = settings.audit_inputs(args.as_of)
-        stores = settings.stores()
+        request = _request(settings, args)
     from ledgerlens.runtime.console import disk_line, summary_line
 
-    master, conf = settings["spark.master"], settings["spark.conf"]
-    allow = bool(getattr(args, "allow_empty_metadata", False))
-    with bar.waiting(_checking(stores, s3), done="stores checked", say_after=CHECKS_QUIET_S):
+    master = request.spark_master
+    with bar.waiting(_checking(request.stores, request.s3), done="stores checked", say_after=CHECKS_QUIET_S):
         seen = _preflight(
-            zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores
+            request.zk,
+            request.s3,
+            out=request.out_dir,
+            master=master,
+            allow_empty_metadata=request.allow_empty_metadata,
+            stores=request.stores,
         )
-    history = _history(settings)
+    _history(request)  # --previous and --history-keep checked before Spark starts
     from ledgerlens.audit import pipeline
     from ledgerlens.runtime.outdir import OutputDir
 
     with OutputDir(args.out) as od:
         with bar.waiting(f"starting Spark ({redact(master)})", done="Spark started"):
-            spark, owned = _spark_session(master, conf, znodes=seen.get("znodes"))
+            spark, owned = _spark_session(master, request.spark_conf, znodes=seen.get("znodes"))
         hard = True
         try:
-            from ledgerlens.settings.config import BookieSource
-
-            reads: dict[str, Any] = {"bookie": BookieSource()} if getattr(args, "read_bookies", False) else {}
-            run = pipeline.run(
-                spark,
-                zk,
-                s3,
-                audit,
-                od.out,
-                progress=bar,
-                context=settings.public(),
-                stores=stores,
-                cluster_name=args.cluster_name,
-                deep_offload_check=args.deep_offload_check,
-                allow_empty_metadata=allow,
-                output=od,
-                history=history,
-                **reads,
-            )
+            run = pipeline.run_request(spark, request, progress=bar, output=od)
             hard = False
         except Exception:
             hard = False
@@ -656,14 +247,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if (disk := disk_line(run.summary)) is not None:
         print(disk)
     print(summary_line(run.summary, worst=worst, findings=run.findings_path))
-    return exit_code(run.summary, settings["audit.fail-on"] or None)
+    return exit_code(run.summary, request.fail_on or None)
 
 
-def _history(settings: Any) -> Any:
-    """``audit.history.HistoryOptions`` from the ``audit.previous`` / ``audit.history-keep`` settings."""
+def _history(request: AuditRequest) -> Any:
+    """``audit.history.HistoryOptions`` of the request (``audit.previous`` / ``audit.history-keep``)."""
     from ledgerlens.audit.history import HistoryOptions
 
-    return HistoryOptions.of(settings["audit.previous"] or None, settings["audit.history-keep"])
+    return HistoryOptions.of(request.previous or None, request.history_keep)
 
 
 @contextmanager
@@ -756,9 +347,7 @@ def notebook_parameters(args: argparse.Namespace, out_dir: Path | None = None) -
     flags given here; empty parameters mean "not given". ``out_dir``: where the runbook writes
     (the run's staging directory); default ``--out``.
     """
-    settings = _settings(args)
-    settings.audit_inputs(args.as_of)  # validate early, with the same messages as ``audit``
-    settings.stores()
+    request = _request(_settings(args), args)  # validated early, with the same messages as ``audit``
     stores = {  # passed only when given: the runbook's defaults are the same
         "source": args.source or "",
         "zk_data_dir": str(Path(args.zk_data_dir).resolve()) if args.zk_data_dir else "",
@@ -769,7 +358,7 @@ def notebook_parameters(args: argparse.Namespace, out_dir: Path | None = None) -
     }
     return {
         **{k: v for k, v in stores.items() if v},
-        "context": settings.context or "",
+        "context": request.context_name,
         "sandbox": args.sandbox or "",
         "zookeeper": args.zookeeper or "",
         "s3_endpoint": args.s3_endpoint or "",
@@ -792,17 +381,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     bar = _progress(args, bar=False)  # lines: the runbook kernel's are relayed between them
     with bar.waiting("reading the settings", say_after=2.0):  # said on a slow machine only
         settings = _settings(args)
-        zk, s3, _audit = settings.audit_inputs(args.as_of)
-        stores = settings.stores()
-    master = settings["spark.master"]
+        request = _request(settings, args)
+    master = request.spark_master
     notebook = Path(args.notebook) if args.notebook else DEFAULT_NOTEBOOK
     if not notebook.is_file():
         raise ConfigError(f"runbook {notebook} not found: pass --notebook PATH")
-    allow = bool(getattr(args, "allow_empty_metadata", False))
-    with bar.waiting(_checking(stores, s3), done="stores checked", say_after=CHECKS_QUIET_S):
-        _preflight(zk, s3, out=Path(args.out), master=master, allow_empty_metadata=allow, stores=stores)
+    allow = request.allow_empty_metadata
+    with bar.waiting(_checking(request.stores, request.s3), done="stores checked", say_after=CHECKS_QUIET_S):
+        _preflight(
+            request.zk,
+            request.s3,
+            out=request.out_dir,
+            master=master,
+            allow_empty_metadata=allow,
+            stores=request.stores,
+        )
     _local_python(master)  # inherited by the notebook's kernel
-    history = _history(settings)
+    history = _history(request)
     from ledgerlens.audit.history import HISTORY_DIR, prune
     from ledgerlens.runtime.console import disk_line, summary_line
     from ledgerlens.runtime.console import started_env as console_started
@@ -851,7 +446,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if (disk := disk_line(summary)) is not None:
         print(disk)
     print(summary_line(summary, worst=_worst(summary, od.out / "findings.parquet"), report=html))
-    return exit_code(summary, settings["audit.fail-on"] or None)
+    return exit_code(summary, request.fail_on or None)
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
@@ -867,10 +462,10 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    """Forward to ``python -m ledgerlens.sandbox.local`` (its ``main``), else drive ``LocalSandbox``."""
-    import importlib
+    """Forward to ``python -m ledgerlens_sandbox.local`` (its ``main``), else drive ``LocalSandbox``."""
+    # lazily: the test machinery (servers, generated clusters) is reached only through this command
+    from ledgerlens_sandbox import local
 
-    local = importlib.import_module("ledgerlens.sandbox.local")  # lazily: it pulls in server code
     forward = getattr(local, "main", None)
     if callable(forward):
         argv = [args.action, "--workdir", str(args.workdir)]
@@ -924,8 +519,9 @@ def cmd_contexts(args: argparse.Namespace) -> int:
 
 
 def cmd_pulsar_sandbox(args: argparse.Namespace) -> int:
-    """Forward to ``python -m ledgerlens.sandbox.pulsar`` (its ``main``)."""
-    from ledgerlens.sandbox import pulsar
+    """Forward to ``python -m ledgerlens_sandbox.pulsar`` (its ``main``)."""
+    # lazily: the test machinery (a Pulsar standalone) is reached only through this command
+    from ledgerlens_sandbox import pulsar
 
     argv = [args.action, "--workdir", str(args.workdir)]
     if args.timeout:
@@ -933,70 +529,18 @@ def cmd_pulsar_sandbox(args: argparse.Namespace) -> int:
     return int(pulsar.main(argv) or 0)
 
 
-def kafka_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, str | None]:
-    """KafkaSource | None, RemoteStore | None, KafkaAuditConfig and the dump path from arguments."""
-    from ledgerlens.kafka.audit import KafkaAuditConfig
-    from ledgerlens.settings.config import parse_duration, parse_time_ms
-    from ledgerlens.sources.kafka_metadata import KafkaSource
-    from ledgerlens.sources.remote_storage import RemoteStore
-
-    if not args.bootstrap_servers and not args.metadata_dump:
-        raise ConfigError("--bootstrap-servers HOST:PORT is required (or --metadata-dump FILE)")
-    if bool(args.bucket) == bool(args.remote_dir):
-        raise ConfigError("give the remote storage: --bucket NAME or --remote-dir DIR")
-    layout = args.layout or ("s3-plugin" if args.bucket else "local")
-    store = RemoteStore(
-        layout=layout,
-        bucket=args.bucket or None,
-        prefix=args.prefix,
-        endpoint_url=args.s3_endpoint or None,
-        directory=args.remote_dir or None,
-    )
-    source = (
-        KafkaSource(args.bootstrap_servers, metadata_topic=args.metadata_topic)
-        if args.bootstrap_servers
-        else None
-    )
-    stuck = parse_duration(args.stuck_after)
-    kw: dict[str, Any] = {"as_of_ms": parse_time_ms(args.as_of)} if args.as_of else {}
-    import time as _time
-
-    cfg = KafkaAuditConfig(
-        as_of_ms=kw.get("as_of_ms", int(_time.time() * 1000)),
-        layout=layout,
-        prefix=args.prefix,
-        metadata_topic=args.metadata_topic,
-        min_orphan_age_s=parse_duration(args.min_orphan_age),
-        stuck_copy_s=stuck,
-        stuck_delete_s=stuck,
-        retention_grace_s=parse_duration(args.retention_grace),
-    )
-    return source, store, cfg, args.metadata_dump or None
-
-
 def cmd_kafka_audit(args: argparse.Namespace) -> int:
-    source, store, cfg, dump = kafka_inputs(args)
-    from ledgerlens.audit.history import HistoryOptions
-    from ledgerlens.kafka import remote_pipeline as kafka_pipeline
+    from ledgerlens.kafka.request import KafkaAuditRequest, run_request  # pyspark: when asked for
 
-    history = HistoryOptions.of(args.previous, args.history_keep)
-    spark, owned = _spark_session(args.spark_master)
+    request = KafkaAuditRequest.from_flags(vars(args))
+    spark, owned = _spark_session(request.spark_master)
     try:
-        run = kafka_pipeline.run(
-            spark,
-            cfg,
-            Path(args.out),
-            source=source,
-            store=store,
-            dump=dump,
-            progress=not args.no_progress,
-            history=history,
-        )
+        run = run_request(spark, request, progress=not args.no_progress)
     finally:
         if owned:
             spark.stop()
     print(format_summary(run.summary, Path(run.out_dir), Path(run.findings_path)))
-    return exit_code(run.summary, args.fail_on)
+    return exit_code(run.summary, request.fail_on)
 
 
 SANDBOX_AWS_DUMMY = inputs.SANDBOX_AWS_DUMMY

@@ -4,7 +4,7 @@ The sandbox is started once (``PulsarSandbox.up``), seeded (``seed.seed``), give
 (``failures.plant``) and always stopped at the end (``down``), also when a step fails.
 
 ``LEDGERLENS_E2E_WORKDIR=DIR`` reuses a sandbox that is already up, seeded and planted in ``DIR``
-(``python -m ledgerlens.sandbox.pulsar up|seed|plant --workdir DIR``) and leaves it running: for
+(``python -m ledgerlens_sandbox.pulsar up|seed|plant --workdir DIR``) and leaves it running: for
 iterating on tests without paying the start-up each time.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ledgerlens.errors import SandboxError
-from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox
+from ledgerlens_sandbox.pulsar import AWS_DUMMY, PulsarSandbox
 
 
 @dataclass
@@ -48,8 +48,8 @@ def pulsar_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarEnv]:
             seeded = json.loads((box.workdir / "seed.json").read_text())
             truth = json.loads((box.workdir / "ground_truth.json").read_text())
         else:
-            from ledgerlens.sandbox.failures import plant
-            from ledgerlens.sandbox.seed import seed
+            from ledgerlens_sandbox.failures import plant
+            from ledgerlens_sandbox.seed import seed
 
             try:
                 state = box.up(timeout=300)

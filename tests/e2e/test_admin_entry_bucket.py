@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from ledgerlens import cli
-from ledgerlens.sandbox.failures import MAX_AGE_S, expected_findings, finding_key
-from ledgerlens.sandbox.pulsar import admin
 from ledgerlens.settings import contexts
+from ledgerlens_sandbox.failures import MAX_AGE_S, expected_findings, finding_key
+from ledgerlens_sandbox.pulsar import admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(1800)]
 

@@ -19,11 +19,11 @@ import pytest
 from generated import generated_cluster
 from ledgerlens.audit import pipeline
 from ledgerlens.inventory.schemas import FINDING_KEYS
-from ledgerlens.sandbox.cluster import CLUSTER, default_now_ms
-from ledgerlens.sandbox.failures import finding_key
-from ledgerlens.sandbox.pulsar import MetadataBroker, admin
 from ledgerlens.settings.config import AuditConfig, S3Source
 from ledgerlens.sources.stores import Stores
+from ledgerlens_sandbox.cluster import CLUSTER, default_now_ms
+from ledgerlens_sandbox.failures import finding_key
+from ledgerlens_sandbox.pulsar import MetadataBroker, admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(900)]
 

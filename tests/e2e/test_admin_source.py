@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from ledgerlens.audit import pipeline
-from ledgerlens.sandbox.failures import audit_config, finding_key
-from ledgerlens.sandbox.pulsar import admin
 from ledgerlens.settings.config import S3Source
 from ledgerlens.sources.stores import Stores
+from ledgerlens_sandbox.failures import audit_config, finding_key
+from ledgerlens_sandbox.pulsar import admin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(1200)]
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from ledgerlens import cli
-from ledgerlens.sandbox.failures import MAX_AGE_S, expected_findings, finding_key
 from ledgerlens.settings import contexts
+from ledgerlens_sandbox.failures import MAX_AGE_S, expected_findings, finding_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 

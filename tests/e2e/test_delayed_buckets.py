@@ -18,10 +18,10 @@ from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.managed_ledger import decode_cursor
 from ledgerlens.formats.names import topic_to_managed_ledger
 from ledgerlens.formats.paths import ledger_path
-from ledgerlens.sandbox import seed as sd
-from ledgerlens.sandbox.pulsar import admin, make_client, topic_path
 from ledgerlens.settings.config import BookieSource
 from ledgerlens.sources.bookie import BookieClient, LedgerHandle
+from ledgerlens_sandbox import seed as sd
+from ledgerlens_sandbox.pulsar import admin, make_client, topic_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 

@@ -53,9 +53,9 @@ from ledgerlens.deletion.status import dead_letters, final_outcomes, in_flight
 from ledgerlens.errors import SandboxError
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
-from ledgerlens.sandbox.failures import expected_findings
-from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, topic_path
 from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens_sandbox.failures import expected_findings
+from ledgerlens_sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, topic_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]
 
@@ -148,8 +148,8 @@ def snapshot(zk: Any, s3: Any, bucket: str) -> Inventory:
 def make_race_orphans(state: dict[str, Any], zk: Any) -> list[Any]:
     """Three orphan ledgers of one topic (dropped from its list by version-checked edits); returns
     their LedgerInfo messages so that a test can reference one again."""
-    from ledgerlens.sandbox.pulsar import make_client
-    from ledgerlens.sandbox.seed import ensure_namespace, produce
+    from ledgerlens_sandbox.pulsar import make_client
+    from ledgerlens_sandbox.seed import ensure_namespace, produce
 
     ensure_namespace(state["web_url"], "ll-fail/ns", {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
     client = make_client(state)
@@ -235,8 +235,8 @@ def del_env(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Iterator[De
     import boto3
     from kazoo.client import KazooClient
 
-    from ledgerlens.sandbox.failures import plant
-    from ledgerlens.sandbox.seed import seed
+    from ledgerlens_sandbox.failures import plant
+    from ledgerlens_sandbox.seed import seed
 
     saved = {k: os.environ.get(k) for k in AWS_DUMMY}
     os.environ.update(AWS_DUMMY)
@@ -578,8 +578,8 @@ def test_fabricated_orphans_deleted_on_the_shared_sandbox(pulsar_env: Any, tmp_p
     import boto3
     from kazoo.client import KazooClient
 
-    from ledgerlens.sandbox.orphans import audit_output, fabricate
-    from ledgerlens.sandbox.seed import ensure_namespace
+    from ledgerlens_sandbox.orphans import audit_output, fabricate
+    from ledgerlens_sandbox.seed import ensure_namespace
 
     state = pulsar_env.state
     bucket = str(state["bucket"])
@@ -696,8 +696,8 @@ def test_kafka_segments_through_publish_and_deleter(pulsar_env: Any, spark: Any,
 @pytest.mark.slow
 def test_faults_repeated(del_env: DelEnv, tmp_path: Path) -> None:
     """Deleter SIGKILLed at random points, S3 stopped mid-run, ZooKeeper session expired; fixed seed."""
-    from ledgerlens.sandbox.failures import restore_s3
-    from ledgerlens.sandbox.orphans import audit_output, fabricate
+    from ledgerlens_sandbox.failures import restore_s3
+    from ledgerlens_sandbox.orphans import audit_output, fabricate
 
     env = del_env
     restore_s3(env.box.state())  # the deleter reaches S3 through the relay, which the test stops

@@ -47,10 +47,10 @@ from ledgerlens.formats.names import topic_to_managed_ledger
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.paths import is_ledger_level1, ledger_id_from_path, ledger_path
 from ledgerlens.formats.references import owners_of
-from ledgerlens.sandbox.pulsar import AdminError, admin, make_client, topic_path
-from ledgerlens.sandbox.seed import ensure_namespace, produce
 from ledgerlens.settings.config import S3Source
 from ledgerlens.sources.zk_client import PipelinedReader
+from ledgerlens_sandbox.pulsar import AdminError, admin, make_client, topic_path
+from ledgerlens_sandbox.seed import ensure_namespace, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -444,7 +444,7 @@ def test_deleter_under_traffic(pulsar_env: Any, tmp_path: Path) -> None:
     import pulsar
     from kazoo.client import KazooClient
 
-    from ledgerlens.sandbox.orphans import audit_output, fabricate
+    from ledgerlens_sandbox.orphans import audit_output, fabricate
 
     t_test = time.monotonic()
     state = pulsar_env.state

@@ -23,7 +23,7 @@ from ledgerlens.report.disk import disk_figure, disk_states_html, disk_table_htm
 from ledgerlens.report.metrics import render
 from ledgerlens.report.text import human_bytes
 from ledgerlens.runtime.console import disk_line
-from ledgerlens.sandbox.failures import audit_config
+from ledgerlens_sandbox.failures import audit_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ledgerlens.sandbox.failures import OTHER_CLUSTER
+from ledgerlens_sandbox.failures import OTHER_CLUSTER
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 

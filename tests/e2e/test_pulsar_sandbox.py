@@ -33,15 +33,15 @@ from ledgerlens.formats.offload import decode_data_block_header, decode_offload_
 from ledgerlens.formats.paths import is_special_znode, ledger_id_from_path
 from ledgerlens.formats.policies import decode_namespace_policies
 from ledgerlens.formats.schema import decode_schema_locator
-from ledgerlens.sandbox import seed as sd
-from ledgerlens.sandbox.failures import (
+from ledgerlens_sandbox import seed as sd
+from ledgerlens_sandbox.failures import (
     NEEDS_BOOKIE_READS,
     audit_config,
     expected_findings,
     finding_key,
     restore_s3,
 )
-from ledgerlens.sandbox.pulsar import make_client
+from ledgerlens_sandbox.pulsar import make_client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -108,7 +108,7 @@ def _decode_all(state: dict[str, Any], damaged: frozenset[str] = frozenset()) ->
     finally:
         zk.stop()
         zk.close()
-    from ledgerlens.sandbox.failures import _s3
+    from ledgerlens_sandbox.failures import _s3
 
     s3 = _s3(state)
     bucket = state["bucket"]
@@ -277,7 +277,7 @@ class _Compactor(threading.Thread):
         self.error: BaseException | None = None
 
     def run(self) -> None:
-        from ledgerlens.sandbox.pulsar import admin, topic_path
+        from ledgerlens_sandbox.pulsar import admin, topic_path
 
         web = self.state["web_url"]
         path = topic_path(sd.TOPIC_COMPACTED) + "/compaction"

@@ -23,8 +23,10 @@ import pytest
 from ledgerlens.audit import pipeline
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.paths import is_special_znode, ledger_id_from_path
-from ledgerlens.sandbox import seed as sd
-from ledgerlens.sandbox.failures import (
+from ledgerlens.settings.config import S3Source
+from ledgerlens.sources.stores import Stores
+from ledgerlens_sandbox import seed as sd
+from ledgerlens_sandbox.failures import (
     FINDING_KEYS,
     MAX_AGE_S,
     _s3,
@@ -33,9 +35,7 @@ from ledgerlens.sandbox.failures import (
     expected_findings,
     finding_key,
 )
-from ledgerlens.sandbox.pulsar import admin, make_client
-from ledgerlens.settings.config import S3Source
-from ledgerlens.sources.stores import Stores
+from ledgerlens_sandbox.pulsar import admin, make_client
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.timeout(1200)]
 

@@ -16,8 +16,8 @@ import pytest
 from ledgerlens.audit import pipeline
 from ledgerlens.audit.findings import PULSAR_KINDS as KINDS
 from ledgerlens.inventory.schemas import FINDING_KEYS
-from ledgerlens.sandbox.cluster import default_now_ms, generate
 from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens_sandbox.cluster import default_now_ms, generate
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -26,7 +26,7 @@ import pytest
 from generated import generated_cluster
 from ledgerlens.inventory.schemas import FINDING_KEYS
 from ledgerlens.runtime.outdir import MANIFEST_NAME
-from ledgerlens.sandbox.cluster import GroundTruth, default_now_ms
+from ledgerlens_sandbox.cluster import GroundTruth, default_now_ms
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -22,8 +22,8 @@ import pytest
 from generated import generated_cluster
 from ledgerlens import cli
 from ledgerlens.inventory.schemas import FINDING_KEYS
-from ledgerlens.sandbox.cluster import default_now_ms, generate, restrict
 from ledgerlens.settings import contexts
+from ledgerlens_sandbox.cluster import default_now_ms, generate, restrict
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -314,7 +314,7 @@ def sasl_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from kazoo.security import ACL, Id, Permissions
 
     from ledgerlens.errors import SandboxError
-    from ledgerlens.sandbox.servers import ZooKeeperServer
+    from ledgerlens_sandbox.servers import ZooKeeperServer
 
     server = ZooKeeperServer(tmp_path_factory.mktemp("zk-sasl"), sasl_users={"bob": SASL_PASSWORD})
     try:

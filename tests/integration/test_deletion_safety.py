@@ -41,9 +41,9 @@ from ledgerlens.deletion.plan import build_plan
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.proto import schema_storage_pb2 as sspb
-from ledgerlens.sandbox import wire
-from ledgerlens.sandbox.cluster import write_znodes
 from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens_sandbox import wire
+from ledgerlens_sandbox.cluster import write_znodes
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -19,8 +19,8 @@ from ledgerlens.deletion.plan import build_plan
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.proto import schema_storage_pb2 as sspb
-from ledgerlens.sandbox import wire
-from ledgerlens.sandbox.orphans import audit_output, fabricate
+from ledgerlens_sandbox import wire
+from ledgerlens_sandbox.orphans import audit_output, fabricate
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,9 @@ import pytest
 from generated import generated_cluster
 from ledgerlens.audit import pipeline
 from ledgerlens.audit.gates import ImplausibleInputError
-from ledgerlens.sandbox.cluster import default_now_ms
-from ledgerlens.sandbox.servers import S3Server, ZooKeeperServer
 from ledgerlens.settings.config import AuditConfig, ZooKeeperSource
+from ledgerlens_sandbox.cluster import default_now_ms
+from ledgerlens_sandbox.servers import S3Server, ZooKeeperServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

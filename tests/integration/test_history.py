@@ -23,8 +23,8 @@ import pytest
 
 from generated import generated_cluster
 from ledgerlens.inventory.schemas import FINDING_IDENTITY
-from ledgerlens.sandbox import wire
-from ledgerlens.sandbox.cluster import DAY, default_now_ms
+from ledgerlens_sandbox import wire
+from ledgerlens_sandbox.cluster import DAY, default_now_ms
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

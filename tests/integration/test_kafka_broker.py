@@ -30,8 +30,8 @@ from ledgerlens.formats.kafka_remote_log import (
     uuid_from_bytes,
 )
 from ledgerlens.kafka.replay import METADATA_TOPIC, replay
-from ledgerlens.sandbox.kafka import KafkaBroker
 from ledgerlens.sources.kafka_metadata import KafkaSource, end_offsets, kafka_uuid, read_partition
+from ledgerlens_sandbox.kafka import KafkaBroker
 
 # The one real-Kafka test of `make test` (about 2.5 min: format, start, segments rolled and copied,
 # a topic deleted, one audit).

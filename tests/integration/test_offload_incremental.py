@@ -29,8 +29,8 @@ from generated import generated_cluster
 from ledgerlens.formats.offload import ledger_object_keys, parse_offload_key
 from ledgerlens.inventory.collect import collect_inventory
 from ledgerlens.offload.verdicts import NOT_VERIFIED, VERDICTS_NAME, Incremental
-from ledgerlens.sandbox.cluster import default_now_ms
 from ledgerlens.settings.config import S3Source, ZooKeeperSource
+from ledgerlens_sandbox.cluster import default_now_ms
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

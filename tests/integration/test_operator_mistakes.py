@@ -21,7 +21,7 @@ import pytest
 from generated import generated_cluster
 from ledgerlens import cli
 from ledgerlens.runtime.outdir import OutputDir
-from ledgerlens.sandbox.cluster import default_now_ms
+from ledgerlens_sandbox.cluster import default_now_ms
 
 pytestmark = pytest.mark.integration
 BOUND = (

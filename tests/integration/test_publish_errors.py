@@ -32,7 +32,7 @@ import pytest
 from ledgerlens.deletion.approval import approve
 from ledgerlens.deletion.plan import build_plan, write_plan
 from ledgerlens.deletion.publish import probe_service_url
-from ledgerlens.sandbox.orphans import audit_output, fabricate
+from ledgerlens_sandbox.orphans import audit_output, fabricate
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +150,7 @@ def test_silent_port_fails_fast_in_one_line(approval: list[str], silent_port: in
 def test_sandbox_local_has_no_broker(
     approval: list[str], zookeeper: Any, s3_server: Any, tmp_path: Path
 ) -> None:
-    # what 'ledgerlens sandbox-local up --workdir DIR' records (ledgerlens.sandbox.local.LocalSandbox.up),
+    # what 'ledgerlens sandbox-local up --workdir DIR' records (ledgerlens_sandbox.local.LocalSandbox.up),
     # here for the session's servers: no service_url, no broker
     sandbox = tmp_path / "sandbox-local"
     sandbox.mkdir()

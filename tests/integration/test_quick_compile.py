@@ -19,8 +19,8 @@ from ledgerlens.runtime.spark import (
     quick_compile_for,
     quick_compiled_tools,
 )
-from ledgerlens.sandbox.cluster import default_now_ms
 from ledgerlens.settings.config import ZooKeeperSource
+from ledgerlens_sandbox.cluster import default_now_ms
 
 pytestmark = [pytest.mark.integration]
 

@@ -1,6 +1,6 @@
 """The sandbox: servers start and answer, the generator writes what its ground truth claims.
 
-The sandbox's writers (``ledgerlens.sandbox.wire``) are independent of the decoders
+The sandbox's writers (``ledgerlens_sandbox.wire``) are independent of the decoders
 (``ledgerlens.formats``); these tests read what the generator wrote back through the decoders.
 """
 
@@ -24,8 +24,8 @@ from ledgerlens.errors import DecodeError, SandboxError
 from ledgerlens.formats import bookkeeper, envelope, managed_ledger, names, offload, paths, uuids
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.proto import schema_storage_pb2 as schpb
-from ledgerlens.sandbox import cluster, wire
-from ledgerlens.sandbox.servers import ZooKeeperServer
+from ledgerlens_sandbox import cluster, wire
+from ledgerlens_sandbox.servers import ZooKeeperServer
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +64,7 @@ def test_zookeeper_start_failure_names_the_reason(tmp_path: Path) -> None:
 
 def test_local_sandbox_from_separate_processes(tmp_path: Path) -> None:
     def run(*args: str) -> dict[str, Any]:
-        cmd = [sys.executable, "-m", "ledgerlens.sandbox.local", *args, "--workdir", str(tmp_path)]
+        cmd = [sys.executable, "-m", "ledgerlens_sandbox.local", *args, "--workdir", str(tmp_path)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
         assert proc.returncode == 0, proc.stderr
         return dict(json.loads(proc.stdout))

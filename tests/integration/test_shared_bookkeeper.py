@@ -18,9 +18,9 @@ from generated import generated_cluster
 from ledgerlens.audit import pipeline
 from ledgerlens.audit.reverify import reverify
 from ledgerlens.inventory.schemas import FINDING_KEYS
-from ledgerlens.sandbox.cluster import FOREIGN_TENANT, default_now_ms
 from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
 from ledgerlens.sources.stores import Stores
+from ledgerlens_sandbox.cluster import FOREIGN_TENANT, default_now_ms
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -23,11 +23,11 @@ from ledgerlens.audit import pipeline
 from ledgerlens.errors import DecodeError, LedgerLensError
 from ledgerlens.formats import zkdata
 from ledgerlens.inventory.schemas import FINDING_KEYS
-from ledgerlens.sandbox.cluster import default_now_ms
-from ledgerlens.sandbox.servers import ZooKeeperServer
 from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
 from ledgerlens.sources.stores import Stores
 from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot, find_files
+from ledgerlens_sandbox.cluster import default_now_ms
+from ledgerlens_sandbox.servers import ZooKeeperServer
 
 pytestmark = [pytest.mark.integration]
 

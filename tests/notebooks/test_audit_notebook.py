@@ -235,7 +235,7 @@ def planted_cluster(zookeeper: Any, s3_server: Any) -> dict[str, str]:
     import boto3
     from kazoo.client import KazooClient
 
-    from ledgerlens.sandbox.cluster import generate
+    from ledgerlens_sandbox.cluster import generate
 
     chroot = f"/runbook-{uuid.uuid4().hex[:8]}"
     client = KazooClient(hosts=zookeeper.hosts)

@@ -440,7 +440,7 @@ def sandbox_dir(zookeeper: Any, s3_server: Any, tmp_path_factory: pytest.TempPat
     import boto3
     from kazoo.client import KazooClient
 
-    from ledgerlens.sandbox.cluster import default_now_ms, generate
+    from ledgerlens_sandbox.cluster import default_now_ms, generate
 
     chroot = f"/lab-{uuid.uuid4().hex[:8]}"
     client = KazooClient(hosts=zookeeper.hosts)

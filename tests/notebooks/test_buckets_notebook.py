@@ -18,7 +18,7 @@ import pytest
 
 from generated import generated_cluster
 from ledgerlens import report
-from ledgerlens.sandbox.cluster import BOOKIES
+from ledgerlens_sandbox.cluster import BOOKIES
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.integration, pytest.mark.spark]
 

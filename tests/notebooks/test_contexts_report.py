@@ -33,7 +33,7 @@ def locked_cluster(zookeeper: Any) -> Iterator[str]:
     from kazoo.client import KazooClient
     from kazoo.security import make_digest_acl
 
-    from ledgerlens.sandbox.cluster import generate, restrict
+    from ledgerlens_sandbox.cluster import generate, restrict
 
     chroot = f"/report-acl-{uuid.uuid4().hex[:8]}"
     client = KazooClient(hosts=zookeeper.hosts)

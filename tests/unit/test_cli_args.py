@@ -15,6 +15,7 @@ from ledgerlens import cli
 from ledgerlens.errors import SourceError
 from ledgerlens.settings import inputs
 from ledgerlens.settings.config import AuditConfig, S3Source, ZooKeeperSource
+from ledgerlens.settings.request import AuditRequest
 
 pytestmark = pytest.mark.unit
 
@@ -34,6 +35,7 @@ class FakePipeline:
     contexts: list[dict[str, Any] | None] = field(default_factory=list)
     stores: list[Any] = field(default_factory=list)
     options: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[AuditRequest] = field(default_factory=list)
 
     def run(
         self,
@@ -58,6 +60,21 @@ class FakePipeline:
             raise self.error
         _write_findings(Path(out_dir), self.summary)
         return FakeRun(Path(out_dir), Path(out_dir) / "findings.parquet", self.summary)
+
+    def run_request(self, spark: Any, request: AuditRequest, *, progress: Any = True, **_kw: Any) -> FakeRun:
+        self.requests.append(request)
+        return self.run(
+            spark,
+            request.zk,  # type: ignore[arg-type]
+            request.s3,
+            request.config,
+            request.out_dir,
+            progress=progress,
+            context=request.context,
+            stores=request.stores,
+            cluster_name=request.cluster_name,
+            deep_offload_check=request.deep_offload_check,
+        )
 
 
 def _write_findings(out: Path, summary: dict[str, Any]) -> None:
@@ -102,7 +119,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
         pipeline=FakePipeline(summary()), spark=FakeSpark(), masters=[], preflights=[], znodes=[]
     )
     module = types.ModuleType("ledgerlens.audit.pipeline")
-    module.run = lambda *a, **k: state.pipeline.run(*a, **k)  # type: ignore[attr-defined]
+    module.run_request = lambda *a, **k: state.pipeline.run_request(*a, **k)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "ledgerlens.audit.pipeline", module)
     import ledgerlens.audit
 
@@ -374,12 +391,12 @@ def test_default_notebook_is_the_runbook() -> None:
 
 def test_sandbox_forwards(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: list[list[str]] = []
-    module = types.ModuleType("ledgerlens.sandbox.local")
+    module = types.ModuleType("ledgerlens_sandbox.local")
     module.main = lambda argv: seen.append(list(argv)) or 0  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "ledgerlens.sandbox.local", module)
-    import ledgerlens.sandbox
+    monkeypatch.setitem(sys.modules, "ledgerlens_sandbox.local", module)
+    import ledgerlens_sandbox
 
-    monkeypatch.setattr(ledgerlens.sandbox, "local", module, raising=False)
+    monkeypatch.setattr(ledgerlens_sandbox, "local", module, raising=False)
     assert cli.main(["sandbox-local", "status", "--workdir", str(tmp_path)]) == 0
     assert seen == [["status", "--workdir", str(tmp_path)]]
     argv = [
@@ -408,12 +425,12 @@ def test_sandbox_drives_class_without_main(
         def status(self) -> dict[str, Any]:
             return {"zookeeper": "127.0.0.1:2181", "workdir": str(self.workdir)}
 
-    module = types.ModuleType("ledgerlens.sandbox.local")
+    module = types.ModuleType("ledgerlens_sandbox.local")
     module.LocalSandbox = LocalSandbox  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "ledgerlens.sandbox.local", module)
-    import ledgerlens.sandbox
+    monkeypatch.setitem(sys.modules, "ledgerlens_sandbox.local", module)
+    import ledgerlens_sandbox
 
-    monkeypatch.setattr(ledgerlens.sandbox, "local", module, raising=False)
+    monkeypatch.setattr(ledgerlens_sandbox, "local", module, raising=False)
     assert cli.main(["sandbox-local", "status", "--workdir", str(tmp_path)]) == 0
     assert json.loads(capsys.readouterr().out)["zookeeper"] == "127.0.0.1:2181"
 

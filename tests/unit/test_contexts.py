@@ -12,6 +12,7 @@ from ledgerlens import cli
 from ledgerlens.errors import ConfigError
 from ledgerlens.settings import contexts
 from ledgerlens.settings.config import S3Source, SecretRef, ZooKeeperAuth, ZooKeeperSource
+from ledgerlens.settings.request import AuditRequest
 
 pytestmark = pytest.mark.unit
 
@@ -371,23 +372,16 @@ def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     from ledgerlens.audit import pipeline
 
-    state = types.SimpleNamespace(calls=[], contexts=[], masters=[], confs=[], summary={}, stores=[])
+    state = types.SimpleNamespace(
+        calls=[], contexts=[], masters=[], confs=[], summary={}, stores=[], requests=[]
+    )
 
-    def run(
-        spark: Any,
-        zk: Any,
-        s3: Any,
-        audit: Any,
-        out: Any,
-        *,
-        progress: bool = True,
-        context: Any = None,
-        stores: Any = None,
-        **_: Any,
-    ) -> Any:
-        state.calls.append((spark, zk, s3, audit))
-        state.contexts.append(context)
-        state.stores.append(stores)
+    def run_request(spark: Any, request: AuditRequest, **_: Any) -> Any:
+        state.requests.append(request)
+        state.calls.append((spark, request.zk, request.s3, request.config))
+        state.contexts.append(request.context)
+        state.stores.append(request.stores)
+        out = request.out_dir
         return types.SimpleNamespace(
             out_dir=out, findings_path=Path(out) / "findings.parquet", summary=state.summary
         )
@@ -404,7 +398,7 @@ def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> Any:
         return Spark(), True
 
     module = types.ModuleType("ledgerlens.audit.pipeline")
-    module.run = run  # type: ignore[attr-defined]
+    module.run_request = run_request  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "ledgerlens.audit.pipeline", module)
     import ledgerlens.audit
 

@@ -19,7 +19,7 @@ from kazoo.protocol.states import ZnodeStat
 from ledgerlens.inventory import schemas
 from ledgerlens.inventory.rows import LedgerColumns, ledger_row
 from ledgerlens.proto import bookkeeper_pb2 as bk
-from ledgerlens.sandbox import wire
+from ledgerlens_sandbox import wire
 
 ROOT = "/ledgers"
 BOOKIES = ["bk-1:3181", "bk-2:3181", "bk-3:3181"]

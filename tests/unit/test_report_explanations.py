@@ -11,6 +11,8 @@ import pytest
 
 from ledgerlens.audit.findings import KAFKA_KINDS, KINDS, PULSAR_KINDS
 from ledgerlens.report import explanations as ex
+from ledgerlens.report import kinds
+from ledgerlens.report.kinds.registry import declare
 
 pytestmark = pytest.mark.unit
 
@@ -33,22 +35,107 @@ def test_every_kind_has_an_explainer_and_a_rule_section() -> None:
     assert set(KAFKA_KINDS) <= set(KINDS) and set(PULSAR_KINDS) <= set(KINDS)
 
 
+ROOT = Path(__file__).resolve().parents[2]
+RULE_LINE = re.compile(r"^Rule: \[`([^`]+)`\]\(\.\./(lib/ledgerlens/[^)]+)\)", re.M)
+
+
+def _declaration_names() -> dict[str, str]:
+    """Kind name -> the name its subject module binds the declaration to (``ORPHAN_LEDGER``)."""
+    subjects = [kinds.ledgers, kinds.offload, kinds.retention, kinds.cursors, kinds.metadata, kinds.kafka]
+    return {v.name: n for mod in subjects for n, v in vars(mod).items() if isinstance(v, ex.Kind)}
+
+
+def _readme_rows(readme: str) -> dict[str, list[str]]:
+    """The README findings table: kind -> its cells (meaning, severity), in the table's order."""
+    table = readme.split("| kind | meaning | severity |\n", 1)[-1].split("\n\n", 1)[0]
+    return {m.group(1): [c.strip() for c in m.group(2).split(" | ")]
+            for m in re.finditer(r"^\| `([a-z_]+)` \| (.+) \|$", table, re.M)}  # fmt: skip
+
+
+def kind_problems(kind: ex.Kind, readme: str, rules_md: str, emitted_as: str = "") -> list[str]:
+    """What a declared kind lacks: its explainer, its docs/audit-rules.md section (with a ``Rule:`` line
+    naming the declared module), its README row naming its severities, a rule module that emits it."""
+    problems = []
+    if kind.name not in ex.EXPLAINERS:
+        problems.append("no explainer (the generic fallback answers)")
+    head = f"### `{kind.anchor}`\n"
+    section = rules_md.split(head, 1)[1].split("\n#", 1)[0] if head in rules_md else ""
+    if not ex.rule_sections(rules_md).get(kind.anchor):
+        problems.append("no '### `kind`' section in docs/audit-rules.md")
+    m = RULE_LINE.search(section)
+    if not m or m.groups() != (kind.rule, "lib/ledgerlens/" + kind.rule):
+        problems.append(f"its docs section has no 'Rule: [`{kind.rule}`](../lib/ledgerlens/...)' line")
+    cells = _readme_rows(readme).get(kind.name)
+    if cells is None:
+        problems.append("no row in README.md's findings table")
+    elif not all(re.search(rf"\b{s}\b", cells[-1]) for s in kind.severities):
+        problems.append(f"README.md's severity cell {cells[-1]!r} does not name {kind.severities}")
+    source = ROOT / "lib" / "ledgerlens" / kind.rule
+    if not source.is_file():
+        problems.append(f"rule module {kind.rule} does not exist")
+    elif f'"{kind.name}"' not in (text := source.read_text()) and not (emitted_as and emitted_as in text):
+        problems.append(f"rule module {kind.rule} does not emit it")
+    return problems
+
+
 def test_every_kind_has_a_readme_row_and_its_rule_file() -> None:
-    """The README's findings table has a row per kind, and each kind's section in docs/audit-rules.md
-    links the module whose rule emits it (one step from the docs to the code)."""
-    root = Path(__file__).resolve().parents[2]
-    readme = (root / "README.md").read_text()
-    no_row = [k for k in KINDS if f"| `{k}` |" not in readme]
-    assert not no_row, f"kinds without a row in README.md's findings table: {no_row}"
-    rules = (root / "docs" / "audit-rules.md").read_text()
-    sections = {k: rules.split(f"### `{k}`\n", 1)[1].split("\n#", 1)[0] for k in KINDS}
+    """Each kind is one declaration (``ledgerlens.report.kinds``): it has an explainer, a section in
+    docs/audit-rules.md linking the declared rule module (one step from the docs to the code), a
+    README row naming its severities, and that module emits it."""
+    readme = (ROOT / "README.md").read_text()
+    rules_md = (ROOT / "docs" / "audit-rules.md").read_text()
+    names = _declaration_names()
+    assert set(names) == set(ex.DECLARED), "every declaration is bound to a name in its subject module"
+    wrong_subject = [
+        k for k, d in ex.DECLARED.items() if d.explain.__module__ != f"{kinds.__name__}.{d.subject}"
+    ]
+    assert not wrong_subject, f"declared outside the module of their subject: {wrong_subject}"
+    problems = {k: p for k, d in ex.DECLARED.items() if (p := kind_problems(d, readme, rules_md, names[k]))}
+    assert not problems, problems
     assert "Rule: [" not in "".join(ex.rule_sections().values()), "the report shows no source link"
-    for kind in KINDS:
-        m = re.search(r"^Rule: \[`([^`]+)`\]\(\.\./(lib/ledgerlens/[^)]+)\)", sections[kind], re.M)
-        assert m, f"docs/audit-rules.md, section {kind}: no 'Rule: [`file`](../lib/ledgerlens/file)' line"
-        assert m.group(2) == "lib/ledgerlens/" + m.group(1), (kind, m.groups())
-        source = (root / m.group(2)).read_text()
-        assert f'"{kind}"' in source, f"{m.group(2)} does not emit {kind} (docs/audit-rules.md links it)"
+    # every declared kind is in exactly one audit's table, whose order the README's table follows
+    assert sorted(KINDS) == sorted(ex.DECLARED) and len(set(KINDS)) == len(KINDS)
+    assert KINDS == tuple(k.name for k in ex.PULSAR + ex.KAFKA)
+    assert PULSAR_KINDS == tuple(k.name for k in ex.PULSAR) and KAFKA_KINDS == tuple(k.name for k in ex.KAFKA)
+    assert list(_readme_rows(readme)) == list(KINDS), "README.md's findings table is in KINDS order"
+    assert all(k.subject == "kafka" for k in ex.KAFKA) and all(k.subject != "kafka" for k in ex.PULSAR)
+
+
+def test_an_incomplete_declaration_is_caught() -> None:
+    """The check above fails for a kind declared without its docs section, README row or rule module."""
+    readme = (ROOT / "README.md").read_text()
+    rules_md = (ROOT / "docs" / "audit-rules.md").read_text()
+    made_up = ex.Kind(
+        name="stray_ledger", severity="warning", subject="ledgers", rule="audit/rules/stray.py",
+        explain=lambda f: ("A stray ledger.", "Look at it."),
+    )  # fmt: skip
+    problems = " / ".join(kind_problems(made_up, readme, rules_md))
+    lacks = ("no explainer", "no '### `kind`' section", "no 'Rule: [", "no row in README", "does not exist")
+    for lack in lacks:
+        assert lack in problems, (lack, problems)
+    # a real kind pointed at a module that does not emit it, or with a severity its README row lacks
+    orphan = ex.declared("orphan_ledger")
+    wrong_rule = ex.Kind(**{**vars(orphan), "rule": "audit/rules/cursors.py"})
+    assert kind_problems(wrong_rule, readme, rules_md) == [
+        "its docs section has no 'Rule: [`audit/rules/cursors.py`](../lib/ledgerlens/...)' line",
+        "rule module audit/rules/cursors.py does not emit it",
+    ]
+    wider = ex.Kind(**{**vars(orphan), "also": ("critical",)})
+    assert kind_problems(wider, readme, rules_md) == [
+        "README.md's severity cell 'warning' does not name ('warning', 'critical')"
+    ]
+    assert kind_problems(orphan, readme, rules_md) == []
+
+
+def test_declared_severities() -> None:
+    """A rule takes a kind's severity from its declaration; another severity must be declared."""
+    assert ex.severity_of("missing_ledger") == "critical" and ex.severity_of("foreign_ledger") == "info"
+    missing = ex.declared("missing_offload_object")
+    assert missing.severities == ("critical", "warning") and missing.other("warning") == "warning"
+    with pytest.raises(ValueError, match="not declared"):
+        ex.declared("orphan_ledger").other("critical")
+    with pytest.raises(ValueError, match="declared twice"):
+        declare(ex.declared("orphan_ledger"))
 
 
 KAFKA_WHERE = {"bootstrap_servers": "kafka1:9092", "s3_endpoint": "http://s3.local:9000"}
@@ -89,7 +176,7 @@ def test_kafka_kinds_have_their_own_explanation(kind: str) -> None:
         ),
         KAFKA_WHERE,
     )
-    generic = ex._generic(ex.Finding({"kind": kind}))[0].split(" on ")[0]
+    generic = ex.generic(ex.Finding({"kind": kind}))[0].split(" on ")[0]
     assert not e.reason.startswith(generic), e.reason  # not the generic fallback
     assert e.rule == f"docs/audit-rules.md#{kind}"
     text = e.reason + "\n" + e.next_step

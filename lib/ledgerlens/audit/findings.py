@@ -10,39 +10,15 @@ from pyspark.sql import functions as F
 
 from ledgerlens.audit.names import ml_namespace, ml_tenant
 from ledgerlens.inventory import schemas
+from ledgerlens.report import kinds
+from ledgerlens.report.kinds import severity_of
 
+# The kinds, each declared once with its severity, rule module and explainer (``ledgerlens.report.kinds``);
+# the tables' order is a contract (the README's findings table follows it).
 # Kinds of the Pulsar audit (``audit.rules``)
-PULSAR_KINDS: tuple[str, ...] = (
-    "orphan_ledger",
-    "unattributed_ledger",
-    "foreign_ledger",
-    "missing_ledger",
-    "orphan_offload_object",
-    "foreign_offload_object",
-    "missing_offload_object",
-    "incomplete_offload",
-    "offloaded_not_deleted",
-    "retention_overdue",
-    "open_ledger_overdue",
-    "inactive_cursor",
-    "corrupt_metadata",
-    "corrupt_offload_object",
-    "unreadable_metadata",
-    "emptied_managed_ledger",
-)
+PULSAR_KINDS: tuple[str, ...] = tuple(k.name for k in kinds.PULSAR)
 # Kinds of the Kafka tiered-storage audit (``ledgerlens.kafka.audit``; it emits corrupt_metadata too)
-KAFKA_KINDS: tuple[str, ...] = (
-    "remote_segment_orphan_object",
-    "remote_segment_foreign_object",
-    "remote_segment_missing_object",
-    "remote_segment_stuck_copy",
-    "remote_segment_stuck_delete",
-    "remote_segment_deleted_partition_object",
-    "remote_segment_retention_overdue",
-    "remote_segment_overlap",
-    "remote_segment_illegal_transition",
-    "remote_segment_metadata_growth",
-)
+KAFKA_KINDS: tuple[str, ...] = tuple(k.name for k in kinds.KAFKA)
 KINDS: tuple[str, ...] = PULSAR_KINDS + KAFKA_KINDS
 
 # Kinds only re-verification produces (it reads what the inventory does not hold, e.g. an object's
@@ -79,7 +55,7 @@ def _lit_or_col(v: Column | str | int | None) -> Column:
 def raw_finding(
     *,
     kind: str,
-    severity: Column | str,
+    severity: Column | str | None = None,
     component: Column | str | None,
     action: str,
     evidence: Column,
@@ -96,12 +72,14 @@ def raw_finding(
 ) -> Column:
     """One raw finding as a struct of ``RAW_COLUMNS``; ``evidence`` is a struct, stored as JSON.
 
+    ``severity``: the kind's declared one (``ledgerlens.report.kinds``) when None; a rule whose rows
+    take another severity the kind declares (``Kind.also``) passes its per-row column.
     Rules that emit several kinds from one pass build an array of these and explode it.
     """
     s = "string"
     return F.struct(
         F.lit(kind).alias("kind"),
-        _lit_or_col(severity).cast(s).alias("severity"),
+        _lit_or_col(severity_of(kind) if severity is None else severity).cast(s).alias("severity"),
         _lit_or_col(component).cast(s).alias("component"),
         _lit_or_col(ledger_id).cast("bigint").alias("ledger_id"),
         _lit_or_col(managed_ledger).cast(s).alias("managed_ledger"),
@@ -121,6 +99,18 @@ def raw_finding(
 def finding(df: DataFrame, **kw: Any) -> DataFrame:
     """Every row of ``df`` as one raw finding (keywords of ``raw_finding``)."""
     return df.select(raw_finding(**kw).alias("f")).select("f.*")
+
+
+def severity_by_kind(kind: Column, names: Iterable[str]) -> Column:
+    """The declared severity of each of the kinds ``names`` a per-row ``kind`` column may hold (null
+    for another kind)."""
+    out: Column | None = None
+    for name in names:
+        hit, severity = kind == name, F.lit(severity_of(name))
+        out = F.when(hit, severity) if out is None else out.when(hit, severity)
+    if out is None:
+        raise ValueError("severity_by_kind: no kind named")
+    return out
 
 
 def explode_findings(df: DataFrame, items: Column) -> DataFrame:

@@ -33,13 +33,16 @@ from ledgerlens.runtime.outdir import OutputDir, published_dir
 from ledgerlens.runtime.spark import sized_for
 from ledgerlens.settings.config import AuditConfig, BookieSource, S3Source, ZooKeeperSource
 from ledgerlens.settings.redact import redact_obj
+from ledgerlens.settings.request import AuditRequest
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
     from pyspark.sql import DataFrame, Row, SparkSession
 
+    from ledgerlens.audit.facts import Facts
     from ledgerlens.audit.frames import Look
+    from ledgerlens.audit.reverify import Verdicts
     from ledgerlens.sources.stores import Stores
 
 # Owner columns of a ledger, joined onto candidates so re-verification knows what to re-read.
@@ -282,47 +285,80 @@ def run(
     output: OutputDir | None = None,
     history: HistoryOptions | None = None,
 ) -> AuditRun:
-    """Collect, audit, re-verify and publish ``findings.parquet``, ``summary.json`` and the
-    inventory under ``out_dir``.
+    """:func:`run_request` of these inputs (``ledgerlens.settings.request.AuditRequest``), for library
+    callers that hold the sources themselves.
 
-    One run at a time per ``out_dir`` (``ledgerlens.runtime.outdir``): everything is written to a private
-    staging directory and published whole at the end; on any error ``out_dir`` is left as it was.
-    ``output``: the caller's already acquired ``OutputDir`` of ``out_dir`` (the CLI takes the lock
-    before Spark starts), else this call takes and releases it. A store lost mid-run raises a
-    one-line ``SourceError`` naming the store and the phase; implausible inputs raise
-    ``ImplausibleInputError`` unless ``allow_empty_metadata`` (docs/audit-rules.md).
-
-    ``progress``: one display across the four phases (``ledgerlens.runtime.console.Progress``), or a flag.
-    ``context`` (``ledgerlens.settings.contexts.Settings.public()``: the context's name and the resolved
-    settings, secrets redacted) is recorded in the summary as ``context``. ``stores`` names the
-    BookKeeper and Pulsar metadata stores (``ledgerlens.sources.stores``); without it ``zk`` is one
-    live ZooKeeper holding both. ``cluster_name`` is the audited Pulsar cluster (default: the
+    ``context`` (``ledgerlens.settings.contexts.Settings.public()``: the context's name and the
+    resolved settings, secrets redacted) is recorded in the summary as ``context``. ``stores`` names
+    the BookKeeper and Pulsar metadata stores (``ledgerlens.sources.stores``); without it ``zk`` is
+    one live ZooKeeper holding both. ``cluster_name`` is the audited Pulsar cluster (default: the
     single one under ``/admin/clusters``); ``deep_offload_check`` streams every offloaded data block.
     With ``bookie``, entries are read from the bookies too (read-only): PIP-195 bucket snapshots
     and the last position of every cursor ledger, which the compacted-ledger rule judges on.
 
     ``history`` (``ledgerlens.audit.history``): where the previous run is and how many runs
     ``out_dir/history`` keeps; default: the ``audit.previous`` / ``audit.history-keep`` settings
-    recorded in ``context``, else the run published in ``out_dir`` and 14 runs. Every finding gets
-    ``first_seen`` and ``new``; ``resolved.parquet`` lists the previous run's findings gone since.
+    recorded in ``context``, else the run published in ``out_dir`` and 14 runs.
     """
     history = history or HistoryOptions.from_context(context)
+    request = AuditRequest(
+        out_dir=Path(out_dir),
+        zk=zk,
+        s3=s3,
+        config=audit,
+        stores=stores,
+        context=context,
+        cluster_name=cluster_name,
+        deep_offload_check=deep_offload_check,
+        allow_empty_metadata=allow_empty_metadata,
+        bookie=bookie,
+        previous=str(history.previous or ""),
+        history_keep=history.keep,
+    )
+    return run_request(spark, request, progress=progress, output=output)
+
+
+def run_request(
+    spark: SparkSession,
+    request: AuditRequest,
+    *,
+    progress: bool | Progress = True,
+    output: OutputDir | None = None,
+) -> AuditRun:
+    """Collect, audit, re-verify and publish ``findings.parquet``, ``summary.json`` and the
+    inventory under ``request.out_dir``: the audit of one request (``ledgerlens.settings.request``),
+    as ``ledgerlens audit`` and the runbooks build it (``contexts.Settings.audit_request``).
+
+    One run at a time per ``out_dir`` (``ledgerlens.runtime.outdir``): everything is written to a private
+    staging directory and published whole at the end; on any error ``out_dir`` is left as it was.
+    ``output``: the caller's already acquired ``OutputDir`` of ``out_dir`` (the CLI takes the lock
+    before Spark starts), else this call takes and releases it. A store lost mid-run raises a
+    one-line ``SourceError`` naming the store and the phase; implausible inputs raise
+    ``ImplausibleInputError`` unless ``request.allow_empty_metadata`` (docs/audit-rules.md).
+    ``progress``: one display across the four phases (``ledgerlens.runtime.console.Progress``), or a flag.
+
+    Every finding gets ``first_seen`` and ``new`` against the previous run (``request.previous``,
+    else the run published in ``out_dir``, else its newest ``history/`` entry);
+    ``resolved.parquet`` lists the previous run's findings gone since; ``out_dir/history`` keeps
+    ``request.history_keep`` runs.
+    """
+    history = HistoryOptions.of(request.previous or None, request.history_keep)
     owned = output is None
-    od = OutputDir(out_dir).acquire() if output is None else output
+    od = OutputDir(request.out_dir).acquire() if output is None else output
     try:
         result = _run(
             spark,
-            zk,
-            s3,
-            audit,
+            request.zk,
+            request.s3,
+            request.config,
             od,
             progress=progress,
-            allow_empty_metadata=allow_empty_metadata,
-            context=context,
-            stores=stores,
-            cluster_name=cluster_name,
-            deep_offload_check=deep_offload_check,
-            bookie=bookie,
+            allow_empty_metadata=request.allow_empty_metadata,
+            context=request.context,
+            stores=request.stores,
+            cluster_name=request.cluster_name,
+            deep_offload_check=request.deep_offload_check,
+            bookie=request.bookie,
             history=history,
         )
         od.publish()
@@ -332,6 +368,39 @@ def run(
             od.release()
     tables = {k: str(od.final_path(v)) for k, v in result.inventory_tables.items()}
     return AuditRun(od.out, od.out / "findings.parquet", result.summary, tables)
+
+
+@dataclass
+class _RunState:
+    """One run's inputs and what its phases share; ``phase`` names the phase under way (the error of
+    a store lost mid-run names it)."""
+
+    spark: SparkSession
+    zk: ZooKeeperSource | None
+    s3: S3Source | None
+    audit: AuditConfig
+    od: OutputDir
+    bar: Progress
+    allow_empty_metadata: bool
+    context: dict[str, Any] | None
+    stores: Any
+    cluster_name: str | None
+    deep_offload_check: bool
+    bookie: Any
+    history: HistoryOptions
+    phase: str = "collection"
+    timings: dict[str, float] = field(default_factory=dict)
+    t_run: float = 0.0
+
+
+@dataclass
+class _Collected:
+    """What the collection phase found: the audited cluster, the inventory, the previous run."""
+
+    cluster: str | None
+    clusters: list[str]
+    inventory: Any
+    lookup: Lookup
 
 
 def _run(
@@ -350,27 +419,26 @@ def _run(
     bookie: Any = None,
     history: HistoryOptions | None = None,
 ) -> AuditRun:
-    phase = ["collection"]
     bar = as_progress(progress)
+    state = _RunState(
+        spark,
+        zk,
+        s3,
+        audit,
+        od,
+        bar,
+        allow_empty_metadata,
+        context,
+        stores,
+        cluster_name,
+        deep_offload_check,
+        bookie,
+        history or HistoryOptions(),
+    )
     try:
-        return _phases(
-            spark,
-            zk,
-            s3,
-            audit,
-            od,
-            bar,
-            allow_empty_metadata,
-            context,
-            phase,
-            stores=stores,
-            cluster_name=cluster_name,
-            deep_offload_check=deep_offload_check,
-            bookie=bookie,
-            history=history or HistoryOptions(),
-        )
+        return _phases(state)
     except Exception as e:
-        lost = _store_lost(e, phase[0], zk, s3)
+        lost = _store_lost(e, state.phase, zk, s3)
         if lost is None:
             raise
         raise lost from e
@@ -379,86 +447,50 @@ def _run(
             bar.close()
 
 
-def _phases(
-    spark: SparkSession,
-    zk: ZooKeeperSource | None,
-    s3: S3Source | None,
-    audit: AuditConfig,
-    od: OutputDir,
-    bar: Progress,
-    allow_empty_metadata: bool,
-    context: dict[str, Any] | None,
-    phase: list[str],
-    *,
-    stores: Any,
-    cluster_name: str | None,
-    deep_offload_check: bool,
-    bookie: Any = None,
-    history: HistoryOptions | None = None,
-) -> AuditRun:
-    """The phases of one run into ``od.staging``; ``phase[0]`` names the phase under way."""
+def _phases(run: _RunState) -> AuditRun:
+    """The phases of one run into ``run.od.staging``: collection here, then :func:`_audit_phases`."""
     from ledgerlens.errors import ConfigError
     from ledgerlens.inventory.collect import collect_inventory
     from ledgerlens.sources.stores import Stores
 
-    if stores is None:
-        if zk is None:
+    if run.stores is None:
+        if run.zk is None:
             raise ConfigError("no metadata store given")
-        stores = Stores.single(zk)
+        run.stores = Stores.single(run.zk)
 
-    out = od.staging
-    timings: dict[str, float] = {}
-    t_run = time.monotonic()
+    out = run.od.staging
+    run.t_run = time.monotonic()
 
-    phase[0] = "collection"
+    run.phase = "collection"
     t0 = time.monotonic()
-    cluster, clusters = audited_cluster(stores, cluster_name)
+    cluster, clusters = audited_cluster(run.stores, run.cluster_name)
     # the previous run: its findings to compare with, its offload verdicts to reuse
-    current = {"system": "pulsar", "cluster_name": cluster, "sources": stores.describe()}
-    lookup = previous_run(od, history or HistoryOptions(), current)
+    current = {"system": "pulsar", "cluster_name": cluster, "sources": run.stores.describe()}
+    lookup = previous_run(run.od, run.history, current)
     incremental = Incremental.from_context(
-        context,
+        run.context,
         previous=Path(lookup.previous.source) if lookup.previous else None,
         verdicts_out=str(out / VERDICTS_NAME),
     )
-    bar.begin("collect")  # collect_inventory sets its number of stages
+    run.bar.begin("collect")  # collect_inventory sets its number of stages
     inventory = collect_inventory(
-        spark,
-        stores.sources(),
-        s3,
+        run.spark,
+        run.stores.sources(),
+        run.s3,
         str(out / "inventory"),
-        progress=bar,
-        deep_offload_check=deep_offload_check,
-        bookie=bookie,
+        progress=run.bar,
+        deep_offload_check=run.deep_offload_check,
+        bookie=run.bookie,
         incremental=incremental,
     )
     rows = sum(v for k, v in inventory.counts.items() if k in schemas.INVENTORY)
-    bar.end(f"{rows:,} rows scanned")
+    run.bar.end(f"{rows:,} rows scanned")
     _say_not_verified(inventory.counts, incremental)
-    timings.update({f"collect.{k}": v for k, v in inventory.timings.items()})
-    timings["collect"] = time.monotonic() - t0
+    run.timings.update({f"collect.{k}": v for k, v in inventory.timings.items()})
+    run.timings["collect"] = time.monotonic() - t0
     # partitions and code generation chosen from the inventory's size (restored afterwards)
-    with sized_for(spark, rows):
-        return _audit_phases(
-            spark,
-            zk,
-            s3,
-            audit,
-            od,
-            bar,
-            allow_empty_metadata,
-            context,
-            phase,
-            stores=stores,
-            cluster=cluster,
-            clusters=clusters,
-            deep_offload_check=deep_offload_check,
-            inventory=inventory,
-            timings=timings,
-            t_run=t_run,
-            history=history or HistoryOptions(),
-            lookup=lookup,
-        )
+    with sized_for(run.spark, rows):
+        return _audit_phases(run, _Collected(cluster, clusters, inventory, lookup))
 
 
 def _say_not_verified(counts: dict[str, int], incremental: Incremental) -> None:
@@ -493,131 +525,191 @@ def _without_unverified(candidates: DataFrame, segments: DataFrame) -> tuple[Dat
     return candidates.join(unverified, on, "left_anti"), int(blocked)
 
 
-def _audit_phases(
-    spark: SparkSession,
-    zk: ZooKeeperSource | None,
-    s3: S3Source | None,
-    audit: AuditConfig,
-    od: OutputDir,
-    bar: Progress,
-    allow_empty_metadata: bool,
-    context: dict[str, Any] | None,
-    phase: list[str],
-    *,
-    stores: Any,
-    cluster: str | None,
-    clusters: list[str],
-    deep_offload_check: bool,
-    inventory: Any,
-    timings: dict[str, float],
-    t_run: float,
-    history: HistoryOptions,
-    lookup: Lookup,
-) -> AuditRun:
+@dataclass
+class _Ruled:
+    """What the rules phase made: the inventory's tables and facts, the findings (checkpointed), those
+    not re-verified, the candidates to re-verify and how many were left out as not verified."""
+
+    tables: dict[str, DataFrame]
+    facts: Facts
+    findings: DataFrame
+    rest: DataFrame
+    candidates: list[dict[str, Any]]
+    unverified: int
+
+
+def _audit_phases(run: _RunState, got: _Collected) -> AuditRun:
     """The phases after collection: rules, re-verification, write."""
+    ruled = _rules_phase(run, got)
+    verdicts, final, suspicion = _reverify_phase(run, ruled)
+    return _write_phase(run, got, ruled, verdicts, final, suspicion)
+
+
+def _rules_phase(run: _RunState, got: _Collected) -> _Ruled:
+    """The rules over the inventory (after the plausibility gate) and the candidates to re-verify."""
     from pyspark.sql import functions as F
 
-    from ledgerlens.audit import gates, order_findings, run_audit
-    from ledgerlens.audit.disk import write_disk_usage
-    from ledgerlens.audit.findings import summary_of, summary_rows
-    from ledgerlens.audit.materialize import release
-    from ledgerlens.audit.reverify import REVERIFIED_KINDS, reverify
+    from ledgerlens.audit import gates, run_audit
+    from ledgerlens.audit.reverify import REVERIFIED_KINDS
     from ledgerlens.audit.run import inventory_facts
-    from ledgerlens.errors import ConfigError
     from ledgerlens.inventory.collect import load_inventory
 
-    out = od.staging
-
-    phase[0] = "audit"
+    run.phase = "audit"
     t1 = time.monotonic()
-    bar.begin("audit", label="rules")
-    tables = load_inventory(spark, str(out / "inventory"))
+    run.bar.begin("audit", label="rules")
+    tables = load_inventory(run.spark, str(run.od.staging / "inventory"))
     # one job: the rules' facts, the plausibility gate's managed ledgers, the undecidable counts
-    facts = inventory_facts(tables, audit, [gates.managed_ledger_look(), *undecidable_looks()])
+    facts = inventory_facts(tables, run.audit, [gates.managed_ledger_look(), *undecidable_looks()])
     gates.check_inventory(
         tables,
-        where=f"zookeeper {zk.hosts if zk else 'stores'}",
-        allow_empty_metadata=allow_empty_metadata,
+        where=f"zookeeper {run.zk.hosts if run.zk else 'stores'}",
+        allow_empty_metadata=run.allow_empty_metadata,
         managed=facts.counts[gates.MANAGED] if "managed_ledgers" in tables else None,
     )
     # computed once (a local checkpoint): re-verification and the write read it, then it is freed
     findings = run_audit(
-        tables, audit, offload_bucket=s3.bucket if s3 else None, cluster_name=cluster, facts=facts
+        tables,
+        run.audit,
+        offload_bucket=run.s3.bucket if run.s3 else None,
+        cluster_name=got.cluster,
+        facts=facts,
     )
     candidates_df = findings.filter(F.col("kind").isin(*REVERIFIED_KINDS))
     unverified = 0  # orphan candidates whose objects the request budget left unread: never reported
-    if inventory.counts.get("offload_segments.not_verified") and "offload_segments" in tables:
+    if got.inventory.counts.get("offload_segments.not_verified") and "offload_segments" in tables:
         candidates_df, unverified = _without_unverified(candidates_df, tables["offload_segments"])
     rest = findings.filter(~F.col("kind").isin(*REVERIFIED_KINDS))
-    bk = tables["bk_ledgers"].select(
+    candidates = _with_owners(candidates_df, tables["bk_ledgers"])
+    run.timings["audit"] = time.monotonic() - t1
+    run.bar.end(f"{len(candidates):,} candidates to re-verify")
+    return _Ruled(tables, facts, findings, rest, candidates, unverified)
+
+
+def _with_owners(candidates: DataFrame, bk_ledgers: DataFrame) -> list[dict[str, Any]]:
+    """The candidates collected, each orphan ledger with its owner columns (``_OWNER_COLUMNS``)."""
+    from pyspark.sql import functions as F
+
+    bk = bk_ledgers.select(
         F.col("ledger_id").alias("_lid"), *[F.col(c).alias(a) for c, a in _OWNER_COLUMNS.items()]
     )
-    joined = candidates_df.join(
-        bk, (candidates_df["ledger_id"] == bk["_lid"]) & (candidates_df["kind"] == "orphan_ledger"), "left"
+    joined = candidates.join(
+        bk, (candidates["ledger_id"] == bk["_lid"]) & (candidates["kind"] == "orphan_ledger"), "left"
     ).drop("_lid")
-    candidates = [r.asDict() for r in joined.collect()]
-    timings["audit"] = time.monotonic() - t1
-    bar.end(f"{len(candidates):,} candidates to re-verify")
+    return [r.asDict() for r in joined.collect()]
 
-    phase[0] = "re-verification"
+
+def _reverify_phase(run: _RunState, ruled: _Ruled) -> tuple[Verdicts, DataFrame, dict[str, Any] | None]:
+    """The candidates checked again against the live stores: the verdicts, the final findings in
+    order and the wrong-root suspicion (its ``missing_ledger`` findings downgraded)."""
+    from ledgerlens.audit import gates, order_findings
+    from ledgerlens.audit.reverify import reverify
+    from ledgerlens.errors import ConfigError
+
+    run.phase = "re-verification"
     t2 = time.monotonic()
-    bar.begin("re-verify", label=f"{len(candidates):,} candidates")
-    live = stores.live_zookeeper()
+    run.bar.begin("re-verify", label=f"{len(ruled.candidates):,} candidates")
+    live = run.stores.live_zookeeper()
     if live is None:
         raise ConfigError("re-verification needs live stores")  # the snapshot source lands later
     verdicts = reverify(
-        candidates,
+        ruled.candidates,
         live[0],
-        s3,
-        blind_spots=managed_ledger_spots(facts.spots),
+        run.s3,
+        blind_spots=managed_ledger_spots(ruled.facts.spots),
         pulsar=live[1],
-        deleted_tenants=audit.deleted_tenants,
+        deleted_tenants=run.audit.deleted_tenants,
     )
-    if unverified:
-        verdicts.dropped["orphan_offload_object: not verified this run (S3 request budget)"] += unverified
-    kept = schemas.local_frame(spark, schemas.FINDINGS, verdicts.keep)
-    final = order_findings(rest.unionByName(kept))
-    suspicion = gates.wrong_root_suspicion(*_missing_share(verdicts.keep, tables))
+    if ruled.unverified:
+        verdicts.dropped["orphan_offload_object: not verified this run (S3 request budget)"] += (
+            ruled.unverified
+        )
+    kept = schemas.local_frame(run.spark, schemas.FINDINGS, verdicts.keep)
+    final = order_findings(ruled.rest.unionByName(kept))
+    suspicion = gates.wrong_root_suspicion(*_missing_share(verdicts.keep, ruled.tables))
     if suspicion is not None:
         final = gates.downgrade_missing(final)
-    timings["reverify"] = time.monotonic() - t2
-    bar.end(f"{len(verdicts.keep):,} confirmed, {sum(verdicts.dropped.values()):,} dropped")
+    run.timings["reverify"] = time.monotonic() - t2
+    run.bar.end(f"{len(verdicts.keep):,} confirmed, {sum(verdicts.dropped.values()):,} dropped")
+    return verdicts, final, suspicion
 
-    phase[0] = "write"
+
+def _write_phase(
+    run: _RunState,
+    got: _Collected,
+    ruled: _Ruled,
+    verdicts: Verdicts,
+    final: DataFrame,
+    suspicion: dict[str, Any] | None,
+) -> AuditRun:
+    """``findings.parquet``, ``resolved.parquet``, ``disk_usage.parquet`` and ``summary.json`` into
+    the staging directory, and the run recorded in the history."""
+    from ledgerlens.audit.disk import write_disk_usage
+    from ledgerlens.audit.findings import summary_rows
+    from ledgerlens.audit.materialize import release
+
+    out = run.od.staging
+    run.phase = "write"
     t3 = time.monotonic()
-    bar.begin("write", label="findings.parquet")
-    sources = stores.describe()
-    warn(lookup)
-    comparison = Comparison(lookup.previous, audit.as_of_ms)
+    run.bar.begin("write", label="findings.parquet")
+    sources = run.stores.describe()
+    warn(got.lookup)
+    comparison = Comparison(got.lookup.previous, run.audit.as_of_ms)
     findings_path = out / "findings.parquet"
     written = write_findings(final, findings_path, comparison=comparison)
     write_resolved(out, comparison)
     # what was written, as written (redacted); the driver's few rows straight from memory
     final_written = (
-        spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
+        run.spark.read.schema(schemas.FINDINGS).parquet(str(findings_path))
         if written is None
-        else spark.createDataFrame(written)
+        else run.spark.createDataFrame(written)
     )
-    timings["write"] = time.monotonic() - t3
-    timings["total"] = time.monotonic() - t_run
-    release(findings)
+    run.timings["write"] = time.monotonic() - t3
+    run.timings["total"] = time.monotonic() - run.t_run
+    release(ruled.findings)
 
     rows = summary_rows(final_written, FOREIGN_KINDS)  # one job: both summaries
-    checked = offload_verification(inventory.counts)
+    summary = _summary(run, got, ruled, verdicts, rows, sources, comparison)
+    if suspicion is not None:
+        summary["suspected_wrong_root"] = suspicion
+    # where the bookies' disk goes: BookKeeper bytes by state, one Spark job (audit/disk.py)
+    t_disk = time.monotonic()
+    summary["disk_usage"] = write_disk_usage(ruled.tables, final_written, out / "disk_usage.parquet")
+    summary["timings"]["disk_usage"] = round(time.monotonic() - t_disk, 3)
+    summary = redact_obj(summary)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    record(out, summary, comparison, run.history.keep)
+    run.bar.end(f"{summary['total_findings']:,} findings")
+    return AuditRun(out, findings_path, summary, dict(got.inventory.tables))
+
+
+def _summary(
+    run: _RunState,
+    got: _Collected,
+    ruled: _Ruled,
+    verdicts: Verdicts,
+    rows: list[Row],
+    sources: Any,
+    comparison: Comparison,
+) -> dict[str, Any]:
+    """``summary.json`` of a run (before its disk usage, and before redaction)."""
+    from ledgerlens.audit.findings import summary_of
+
+    checked = offload_verification(got.inventory.counts)
+    cluster, clusters, s3 = got.cluster, got.clusters, run.s3
     summary = {
-        "as_of_ms": audit.as_of_ms,
+        "as_of_ms": run.audit.as_of_ms,
         "auditor": _auditor(),
         **summary_of(rows),
         "sources": sources,
         "undecidable": {
-            **{k: facts.counts[k] for k in UNDECIDABLE if facts.counts[k]},
+            **{k: ruled.facts.counts[k] for k in UNDECIDABLE if ruled.facts.counts[k]},
             **({"offload_objects_not_verified": checked["not_verified"]} if checked["not_verified"] else {}),
         },
         "offload_verification": checked,
-        "deleted_tenants": sorted(audit.deleted_tenants),
+        "deleted_tenants": sorted(run.audit.deleted_tenants),
         "foreign_by_tenant": foreign_by_tenant(rows),
-        "inventory_counts": inventory.counts,
-        "s3_scanned": inventory.s3_scanned,
+        "inventory_counts": got.inventory.counts,
+        "s3_scanned": got.inventory.s3_scanned,
         "cluster_name": cluster,
         "clusters_in_store": clusters,
         "offload_cluster_note": None
@@ -627,26 +719,16 @@ def _audit_phases(
             "no offload object tagged with a cluster name was reported as an orphan; "
             "pass --cluster-name NAME"
         ),
-        "deep_offload_check": deep_offload_check,
-        "reverified": len(candidates),
+        "deep_offload_check": run.deep_offload_check,
+        "reverified": len(ruled.candidates),
         "dropped_on_reverify": dict(sorted(verdicts.dropped.items())),
-        "timings": {k: round(v, 3) for k, v in timings.items()},
+        "timings": {k: round(v, 3) for k, v in run.timings.items()},
         **comparison.summary(),
-        "previous_note": lookup.note,
+        "previous_note": got.lookup.note,
     }
-    if context is not None:
-        summary["context"] = context
-    if suspicion is not None:
-        summary["suspected_wrong_root"] = suspicion
-    # where the bookies' disk goes: BookKeeper bytes by state, one Spark job (audit/disk.py)
-    t_disk = time.monotonic()
-    summary["disk_usage"] = write_disk_usage(tables, final_written, out / "disk_usage.parquet")
-    summary["timings"]["disk_usage"] = round(time.monotonic() - t_disk, 3)
-    summary = redact_obj(summary)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    record(out, summary, comparison, history.keep)
-    bar.end(f"{summary['total_findings']:,} findings")
-    return AuditRun(out, findings_path, summary, dict(inventory.tables))
+    if run.context is not None:
+        summary["context"] = run.context
+    return summary
 
 
 def previous_run(od: OutputDir, history: HistoryOptions, current: dict[str, Any]) -> Lookup:

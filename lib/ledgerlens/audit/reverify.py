@@ -192,6 +192,28 @@ def _as_foreign(r: dict[str, Any], kind: str = "foreign_ledger", ml: str | None 
     return out
 
 
+@dataclass
+class _Run:
+    """One re-verification: its verdicts, the stores it reads and what it may not judge."""
+
+    v: Verdicts
+    zk: Store
+    bk_reads: Any  # point reads of the BookKeeper store ``zk``
+    pulsar_reads: list[tuple[Store, Any]]  # each Pulsar store with its point reads
+    deleted: set[str]
+    blind_spots: Sequence[str]
+
+    def blind(self, ml: str | None) -> bool:
+        """Whether ``ml`` is a blind spot (without a name: whether there is any)."""
+        if not ml:
+            return bool(self.blind_spots)
+        return any(b == "" or ml == b or ml.startswith(b + "/") for b in self.blind_spots)
+
+    def ledger_node(self, got: dict[str, Any], r: dict[str, Any]) -> Any:
+        """The candidate's ledger znode in ``got`` (None: absent)."""
+        return got.get(ledger_path(int(r["ledger_id"]), self.zk.ledgers_root))
+
+
 def reverify(
     candidates: Sequence[dict[str, Any]],
     zk: Store,
@@ -222,22 +244,17 @@ def reverify(
     for row in candidates:
         by_kind.setdefault(row["kind"], []).append(row)
 
-    def blind(ml: str | None) -> bool:
-        if not ml:
-            return bool(blind_spots)
-        return any(b == "" or ml == b or ml.startswith(b + "/") for b in blind_spots)
-
     with ExitStack() as stack:
         sessions: dict[str, Any] = {}
         for store in [zk, *stores]:
             if _key(store) not in sessions:
                 sessions[_key(store)] = stack.enter_context(_open(store))
-        reads = sessions[_key(zk)]
         pulsar_reads = [(store, sessions[_key(store)]) for store in stores]
+        run = _Run(v, zk, sessions[_key(zk)], pulsar_reads, deleted, blind_spots)
 
         # Ledger existence for ledger findings; owner / referencing nodes in every Pulsar store.
         ledger_rows = by_kind.get("orphan_ledger", []) + by_kind.get("missing_ledger", [])
-        got = reads.get_many(ledger_path(int(r["ledger_id"]), zk.ledgers_root) for r in ledger_rows)
+        got = run.bk_reads.get_many(ledger_path(int(r["ledger_id"]), zk.ledgers_root) for r in ledger_rows)
         orphans = by_kind.get("orphan_ledger", [])
         owners = [{id(r): _owner_path(r, store) for r in orphans} for store in stores]
         tenants = sorted({t for r in orphans if (t := r.get("tenant")) and t not in deleted})
@@ -254,54 +271,88 @@ def reverify(
                 if pgot.get(path) is None:
                     pgot[path] = value
 
-        for r in orphans:
-            node = got.get(ledger_path(int(r["ledger_id"]), zk.ledgers_root))
-            if node is None:
-                v.drop(r, "ledger deleted since the scan")
-                continue
-            if isinstance(node, Exception):
-                v.drop(r, "ledger node unreadable at re-verification")
-                continue
-            tenant = r.get("tenant")
-            if tenant not in deleted and tenant not in live_tenants:
-                v.keep.append(_as_foreign(r))
-                continue
-            verdict = _owner_verdict(r, owners, owner_data)
-            if verdict is None:
-                v.keep.append(r)
-            else:
-                v.drop(r, verdict)
-
-        for r in by_kind.get("missing_ledger", []):
-            node = got.get(ledger_path(int(r["ledger_id"]), zk.ledgers_root))
-            if node is not None:
-                v.drop(r, "ledger exists (created after the scan)")
-                continue
-            data = pgot.get(r.get("path") or "")
-            if data is None or isinstance(data, Exception):
-                v.drop(r, "referencing node gone or unreadable")
-                continue
-            kind = _NODE_KIND.get(r.get("component") or "", "managed-ledger")
-            try:
-                refs = _references(kind, data, r["path"])
-            except LedgerLensError:
-                v.drop(r, "referencing node does not decode")
-                continue
-            if int(r["ledger_id"]) in refs:
-                v.keep.append(r)
-            else:
-                v.drop(r, "no longer referenced")
-
+        _orphan_ledgers(run, orphans, got, live_tenants, owners, owner_data)
+        _missing_ledgers(run, by_kind.get("missing_ledger", []), got, pgot)
         objects = by_kind.get("orphan_offload_object", []) + by_kind.get("missing_offload_object", [])
         if objects:
             if s3 is None:
                 for r in objects:
                     v.drop(r, "no S3 source to re-verify against")
             else:
-                _reverify_objects(
-                    v, by_kind, pgot, pulsar_reads, s3, blind, deleted, s3_client_factory, reads, zk
-                )
+                _reverify_objects(run, by_kind, pgot, s3, s3_client_factory)
     return v
+
+
+def _orphan_ledgers(
+    run: _Run,
+    orphans: Sequence[dict[str, Any]],
+    got: dict[str, Any],
+    live_tenants: set[str],
+    owners: Sequence[dict[int, tuple[str, str] | None]],
+    owner_data: Sequence[dict[str, Any]],
+) -> None:
+    """Each ``orphan_ledger`` candidate kept (or turned foreign) or dropped with its reason."""
+    for r in orphans:
+        node = run.ledger_node(got, r)
+        if node is None:
+            run.v.drop(r, "ledger deleted since the scan")
+            continue
+        if isinstance(node, Exception):
+            run.v.drop(r, "ledger node unreadable at re-verification")
+            continue
+        tenant = r.get("tenant")
+        if tenant not in run.deleted and tenant not in live_tenants:
+            run.v.keep.append(_as_foreign(r))
+            continue
+        verdict = _owner_verdict(r, owners, owner_data)
+        if verdict is None:
+            run.v.keep.append(r)
+        else:
+            run.v.drop(r, verdict)
+
+
+def _referencing_data(
+    v: Verdicts, r: dict[str, Any], exists: bool, created: str, nodes: dict[str, Any], gone: str
+) -> Any:
+    """The bytes of the node that references a ``missing_*`` candidate, or None when the candidate
+    is dropped: what it misses ``exists`` now (reason ``created``), or that node is absent or
+    unreadable (reason ``gone``)."""
+    if exists:
+        v.drop(r, created)
+        return None
+    data = nodes.get(r.get("path") or "")
+    if data is None or isinstance(data, Exception):
+        v.drop(r, gone)
+        return None
+    return data
+
+
+def _missing_ledgers(
+    run: _Run, rows: Sequence[dict[str, Any]], got: dict[str, Any], pgot: dict[str, Any]
+) -> None:
+    """Each ``missing_ledger`` candidate kept while the ledger is still absent and still referenced."""
+    for r in rows:
+        exists = run.ledger_node(got, r) is not None
+        data = _referencing_data(
+            run.v,
+            r,
+            exists,
+            "ledger exists (created after the scan)",
+            pgot,
+            "referencing node gone or unreadable",
+        )
+        if data is None:
+            continue
+        kind = _NODE_KIND.get(r.get("component") or "", "managed-ledger")
+        try:
+            refs = _references(kind, data, r["path"])
+        except LedgerLensError:
+            run.v.drop(r, "referencing node does not decode")
+            continue
+        if int(r["ledger_id"]) in refs:
+            run.v.keep.append(r)
+        else:
+            run.v.drop(r, "no longer referenced")
 
 
 def _ml_root(pulsar_reads: Sequence[tuple[Store, Any]]) -> str:
@@ -319,24 +370,13 @@ def _investigate(row: dict[str, Any], caveat: dict[str, Any]) -> dict[str, Any]:
     return {**row, "action": "investigate", "evidence": json.dumps({**ev, **caveat}, sort_keys=False)}
 
 
-def _reverify_objects(
-    v: Verdicts,
-    by_kind: dict[str, list[dict[str, Any]]],
-    got: dict[str, Any],
-    pulsar_reads: Sequence[tuple[Store, Any]],
-    s3: S3Source,
-    blind: Callable[[str | None], bool],
-    deleted: set[str],
-    s3_client_factory: Callable[[], Any] | None,
-    bk_reads: Any,
-    zk: Store,
-) -> None:
+def _heads(rows: Sequence[dict[str, Any]], s3: S3Source, client: Any) -> dict[int, dict[str, str] | None]:
+    """The user metadata of each row's object (None: absent), by ``id(row)``; HEADs in parallel, and
+    none sent once one failed (the store is gone)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ledgerlens.sources.s3 import head_user_metadata, make_client
+    from ledgerlens.sources.s3 import head_user_metadata
 
-    client = s3_client_factory() if s3_client_factory else make_client(s3, max_attempts=REVERIFY_S3_ATTEMPTS)
-    rows = by_kind.get("orphan_offload_object", []) + by_kind.get("missing_offload_object", [])
     failed = threading.Event()  # the store is gone: the HEADs not yet sent are not sent
 
     def head(r: dict[str, Any]) -> dict[str, str] | None:
@@ -350,9 +390,25 @@ def _reverify_objects(
 
     with ThreadPoolExecutor(max_workers=max(1, s3.max_in_flight)) as pool:
         heads = list(pool.map(head, rows))
-    head_of = {id(r): h for r, h in zip(rows, heads, strict=True)}
+    return {id(r): h for r, h in zip(rows, heads, strict=True)}
 
-    orphans = by_kind.get("orphan_offload_object", [])
+
+@dataclass
+class _ObjectOwners:
+    """What the orphan offload objects' owners are now: each object's managed ledger (its user
+    metadata), their tenants and which are live, the managed-ledger nodes, the BookKeeper copies."""
+
+    ml_of: dict[int, str | None]
+    tenants: set[str]
+    live_tenants: set[str]
+    ml_nodes: dict[str, Any]
+    in_bk: dict[str, Any]
+
+
+def _object_owners(
+    run: _Run, orphans: Sequence[dict[str, Any]], head_of: dict[int, dict[str, str] | None]
+) -> _ObjectOwners:
+    """The owners of the ``orphans`` whose object still exists (``head_of``: their user metadata)."""
     owner_mls: dict[int, str | None] = {}
     for r in orphans:
         meta = head_of[id(r)]
@@ -360,11 +416,11 @@ def _reverify_objects(
             continue
         lowered = {k.lower(): val for k, val in meta.items()}
         owner_mls[id(r)] = lowered.get(USER_METADATA_ML)
-    tenants = {ml.split("/")[0] for ml in owner_mls.values() if ml} - deleted
-    live_tenants = _live_tenants(pulsar_reads, sorted(tenants))
-    wanted = sorted({ml for ml in owner_mls.values() if ml and not blind(ml)})
+    tenants = {ml.split("/")[0] for ml in owner_mls.values() if ml} - run.deleted
+    live_tenants = _live_tenants(run.pulsar_reads, sorted(tenants))
+    wanted = sorted({ml for ml in owner_mls.values() if ml and not run.blind(ml)})
     ml_nodes: dict[str, Any] = {}  # ML name -> its node in the first Pulsar store that has it
-    for store, rd in pulsar_reads:
+    for store, rd in run.pulsar_reads:
         nodes = rd.get_many(f"{store.managed_ledgers_root}/{w}" for w in wanted)
         for w in wanted:
             if ml_nodes.get(w) is None:
@@ -373,76 +429,118 @@ def _reverify_objects(
     lids = {
         k.ledger_id for r in orphans if (k := parse_offload_key(r["object_key"])) and k.ledger_id is not None
     }
-    in_bk = bk_reads.get_many(ledger_path(i, zk.ledgers_root) for i in sorted(lids))
+    in_bk = run.bk_reads.get_many(ledger_path(i, run.zk.ledgers_root) for i in sorted(lids))
+    return _ObjectOwners(owner_mls, tenants, live_tenants, ml_nodes, in_bk)
+
+
+def _reverify_objects(
+    run: _Run,
+    by_kind: dict[str, list[dict[str, Any]]],
+    got: dict[str, Any],
+    s3: S3Source,
+    s3_client_factory: Callable[[], Any] | None,
+) -> None:
+    from ledgerlens.sources.s3 import make_client
+
+    client = s3_client_factory() if s3_client_factory else make_client(s3, max_attempts=REVERIFY_S3_ATTEMPTS)
+    rows = by_kind.get("orphan_offload_object", []) + by_kind.get("missing_offload_object", [])
+    head_of = _heads(rows, s3, client)
+    orphans = by_kind.get("orphan_offload_object", [])
+    owners = _object_owners(run, orphans, head_of)
     for r in orphans:
         if head_of[id(r)] is None:
-            v.drop(r, "object deleted since the scan")
-            continue
-        ml = owner_mls.get(id(r))
-        if blind(ml):
-            why = "owner managed ledger is a blind spot" if ml else "owner unknown while blind spots exist"
-            v.drop(r, why)
-            continue
-        if ml and ml.split("/")[0] in tenants - live_tenants:
-            v.keep.append(_as_foreign(r, "foreign_offload_object", ml))
-            continue
-        if ml:
-            data = ml_nodes.get(ml)
-            if isinstance(data, Exception):
-                v.drop(r, "owner node unreadable")
-                continue
-            if data is not None:
-                try:
-                    rec = mlf.decode_managed_ledger(data, path=f"managed ledger {ml}")
-                except LedgerLensError:
-                    v.drop(r, "owner node does not decode")
-                    continue
-                key = parse_offload_key(r["object_key"])
-                if key is not None and key.uuid in refs.offload_uuids(rec):
-                    v.drop(r, "referenced again since the scan")
-                    continue
-                # the owner still exists: an emptied node, or an object that is the only copy of its
-                # ledger's data, is for a person to look at, never a deletion (docs/audit-rules.md)
-                lid = key.ledger_id if key is not None else None
-                bk = in_bk.get(ledger_path(lid, zk.ledgers_root)) if lid is not None else None
-                caveat: dict[str, Any] = {}
-                if rec.compression == "EMPTY":
-                    caveat = {"owner_emptied": True, "owner_node": f"{_ml_root(pulsar_reads)}/{ml}"}
-                elif bk is None or isinstance(bk, Exception):
-                    caveat = {"only_copy": True, "owner_node": f"{_ml_root(pulsar_reads)}/{ml}"}
-                if caveat:
-                    r = _investigate(r, caveat)
-            try:
-                name = parse_managed_ledger(ml)
-                r = {**r, "managed_ledger": ml, "tenant": name.tenant, "namespace": name.namespace}
-            except LedgerLensError:
-                r = {**r, "managed_ledger": ml}
-        v.keep.append(r)
-
-    for r in by_kind.get("missing_offload_object", []):
-        if head_of[id(r)] is not None:
-            v.drop(r, "object exists (written after the scan)")
-            continue
-        data = got.get(r.get("path") or "")
-        if data is None or isinstance(data, Exception):
-            v.drop(r, "managed ledger node gone or unreadable")
-            continue
-        try:
-            rec = mlf.decode_managed_ledger(data, path=r["path"])
-        except LedgerLensError:
-            v.drop(r, "managed ledger node does not decode")
-            continue
-        key = parse_offload_key(r["object_key"])
-        still = any(
-            li.offload is not None
-            and key is not None
-            and (
-                (li.offload.complete and li.offload.uuid == key.uuid and li.ledger_id == r["ledger_id"])
-                or any(s.complete and s.uuid == key.uuid for s in li.offload.segments)
-            )
-            for li in rec.ledgers
-        )
-        if still:
-            v.keep.append(r)
+            run.v.drop(r, "object deleted since the scan")
         else:
-            v.drop(r, "offload context changed since the scan")
+            _orphan_object(run, r, owners)
+    for r in by_kind.get("missing_offload_object", []):
+        _missing_object(run, r, head_of[id(r)] is not None, got)
+
+
+def _orphan_object(run: _Run, r: dict[str, Any], owners: _ObjectOwners) -> None:
+    """An ``orphan_offload_object`` candidate whose object still exists: kept (or turned foreign, or
+    for a person to look at) unless its owner is a blind spot, unreadable or references it again."""
+    ml = owners.ml_of.get(id(r))
+    if run.blind(ml):
+        why = "owner managed ledger is a blind spot" if ml else "owner unknown while blind spots exist"
+        run.v.drop(r, why)
+        return
+    if ml and ml.split("/")[0] in owners.tenants - owners.live_tenants:
+        run.v.keep.append(_as_foreign(r, "foreign_offload_object", ml))
+        return
+    if ml:
+        data = owners.ml_nodes.get(ml)
+        if isinstance(data, Exception):
+            run.v.drop(r, "owner node unreadable")
+            return
+        if data is not None:
+            checked = _against_owner(run, r, ml, data, owners.in_bk)
+            if checked is None:
+                return
+            r = checked
+        try:
+            name = parse_managed_ledger(ml)
+            r = {**r, "managed_ledger": ml, "tenant": name.tenant, "namespace": name.namespace}
+        except LedgerLensError:
+            r = {**r, "managed_ledger": ml}
+    run.v.keep.append(r)
+
+
+def _against_owner(
+    run: _Run, r: dict[str, Any], ml: str, data: bytes, in_bk: dict[str, Any]
+) -> dict[str, Any] | None:
+    """An orphan object candidate judged against its owner's node ``data``: None when dropped (the
+    node does not decode, or references the object again), else the row, for a person to look at
+    (``investigate``) when the owner was emptied or the object is the only copy of its data."""
+    try:
+        rec = mlf.decode_managed_ledger(data, path=f"managed ledger {ml}")
+    except LedgerLensError:
+        run.v.drop(r, "owner node does not decode")
+        return None
+    key = parse_offload_key(r["object_key"])
+    if key is not None and key.uuid in refs.offload_uuids(rec):
+        run.v.drop(r, "referenced again since the scan")
+        return None
+    # the owner still exists: an emptied node, or an object that is the only copy of its
+    # ledger's data, is for a person to look at, never a deletion (docs/audit-rules.md)
+    lid = key.ledger_id if key is not None else None
+    bk = in_bk.get(ledger_path(lid, run.zk.ledgers_root)) if lid is not None else None
+    caveat: dict[str, Any] = {}
+    if rec.compression == "EMPTY":
+        caveat = {"owner_emptied": True, "owner_node": f"{_ml_root(run.pulsar_reads)}/{ml}"}
+    elif bk is None or isinstance(bk, Exception):
+        caveat = {"only_copy": True, "owner_node": f"{_ml_root(run.pulsar_reads)}/{ml}"}
+    return _investigate(r, caveat) if caveat else r
+
+
+def _missing_object(run: _Run, r: dict[str, Any], exists: bool, got: dict[str, Any]) -> None:
+    """A ``missing_offload_object`` candidate kept while the object is still absent and its managed
+    ledger still says that offload is complete."""
+    data = _referencing_data(
+        run.v,
+        r,
+        exists,
+        "object exists (written after the scan)",
+        got,
+        "managed ledger node gone or unreadable",
+    )
+    if data is None:
+        return
+    try:
+        rec = mlf.decode_managed_ledger(data, path=r["path"])
+    except LedgerLensError:
+        run.v.drop(r, "managed ledger node does not decode")
+        return
+    key = parse_offload_key(r["object_key"])
+    still = any(
+        li.offload is not None
+        and key is not None
+        and (
+            (li.offload.complete and li.offload.uuid == key.uuid and li.ledger_id == r["ledger_id"])
+            or any(s.complete and s.uuid == key.uuid for s in li.offload.segments)
+        )
+        for li in rec.ledgers
+    )
+    if still:
+        run.v.keep.append(r)
+    else:
+        run.v.drop(r, "offload context changed since the scan")

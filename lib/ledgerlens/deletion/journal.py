@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import LedgerLensError
+from ledgerlens.runtime.outdir import write_atomic
 
 GENESIS = "0" * 64
 
@@ -189,9 +190,7 @@ class Journal:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-                tmp = self.head_path.with_name(f".{self.head_path.name}.{os.getpid()}.tmp")
-                tmp.write_text(json.dumps({"seq": seq, "hash": prev}) + "\n")
-                os.replace(tmp, self.head_path)
+                write_atomic(self.head_path, json.dumps({"seq": seq, "hash": prev}) + "\n")
                 return out
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)

@@ -33,10 +33,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledgerlens.deletion.plan_items import (
+    Refusals,
+    ledger_item,
+    load_items,
+    offload_items,
+    remote_segment_items,
+)
 from ledgerlens.errors import ConfigError, LedgerLensError
 from ledgerlens.formats.names import parse_managed_ledger
-from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.references import owners_of
+from ledgerlens.runtime.outdir import write_atomic
 from ledgerlens.settings.config import parse_duration
 
 PLAN_FORMAT = "ledgerlens-deletion-plan/1"
@@ -228,14 +235,6 @@ class AuditOutput:
         return (self.out_dir / "inventory" / table).exists()
 
 
-def _evidence(row: Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        ev = json.loads(row.get("evidence") or "{}")
-    except ValueError:
-        return {"unparsed": row.get("evidence")}
-    return ev if isinstance(ev, dict) else {"value": ev}
-
-
 def _tenant_of(row: Mapping[str, Any]) -> str | None:
     if row.get("tenant"):
         return str(row["tenant"])
@@ -264,23 +263,6 @@ def deleted_tenants(summary: Mapping[str, Any]) -> list[str]:
 
 
 # --- building --------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Refusals:
-    rows: list[dict[str, Any]]
-
-    def add(self, row: Mapping[str, Any], reason: str, *, investigate: bool = False) -> None:
-        self.rows.append(
-            {
-                "kind": row.get("kind"),
-                "ledger_id": row.get("ledger_id"),
-                "managed_ledger": row.get("managed_ledger"),
-                "object_key": row.get("object_key"),
-                "reason": reason,
-                **({"action": "investigate"} if investigate else {}),
-            }
-        )
 
 
 def unprovable_owners(audit: AuditOutput) -> dict[str, str]:
@@ -315,228 +297,6 @@ def _unprovable(names: Iterable[str], unprovable: Mapping[str, str]) -> str | No
     return None
 
 
-_IDENTITY = ("kind", "severity", "component", "ledger_id", "managed_ledger", "cursor", "path", "object_key")
-
-
-def _identity(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: row.get(k) for k in _IDENTITY}
-
-
-def _ledger_item(
-    row: Mapping[str, Any], bk: Mapping[str, Any] | None, refuse: _Refusals
-) -> dict[str, Any] | None:
-    lid = row.get("ledger_id")
-    if lid is None:
-        refuse.add(row, "no ledger id")
-        return None
-    if bk is None:
-        refuse.add(row, "ledger absent from the audit's bk_ledgers inventory")
-        return None
-    if bk.get("error"):
-        refuse.add(row, f"ledger metadata did not decode at the audit: {bk['error']}")
-        return None
-    custom = dict(bk.get("custom_metadata") or {})
-    if custom.get("application") != "pulsar":
-        refuse.add(row, "ledger has no Pulsar custom metadata")
-        return None
-    if bk.get("znode_version") is None:
-        refuse.add(row, "the inventory has no znode version for the ledger")
-        return None
-    return {
-        "item_id": f"ledger:{int(lid)}",
-        "action": "delete_ledger",
-        "finding": _identity(row),
-        "tenant": row.get("tenant"),
-        "namespace": row.get("namespace"),
-        "age_seconds": row.get("age_seconds"),
-        "bytes": row.get("bytes"),
-        "evidence": _evidence(row),
-        "expected": {
-            "ledger_id": int(lid),
-            "path": bk.get("path"),
-            "znode_version": int(bk["znode_version"]),
-            "custom_metadata": dict(sorted(custom.items())),
-            "ctime_ms": bk.get("ctime_ms"),
-            "length": bk.get("length"),
-            "state": bk.get("state"),
-        },
-    }
-
-
-def _offload_items(
-    rows: Sequence[Mapping[str, Any]],
-    objects: Mapping[str, Mapping[str, Any]],
-    bucket: str | None,
-    refuse: _Refusals,
-) -> list[dict[str, Any]]:
-    """One item per offload copy ((uuid, ledger) or a streaming uuid), data and index objects together."""
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for row in rows:
-        key = row.get("object_key")
-        parsed = parse_offload_key(str(key)) if key else None
-        if parsed is None:
-            refuse.add(row, "object key is not an offload data or index key")
-            continue
-        obj = objects.get(str(key))
-        if obj is None:
-            refuse.add(row, "object absent from the audit's offload_objects inventory")
-            continue
-        if not obj.get("etag") or obj.get("size") is None:
-            refuse.add(row, "no ETag/size in the inventory (audit made by an older ledgerlens): re-run it")
-            continue
-        if parsed.ledger_id is not None and row.get("ledger_id") not in (None, parsed.ledger_id):
-            refuse.add(row, "finding ledger id differs from the object key's")
-            continue
-        gid = f"offload:{parsed.uuid}" + (f":{parsed.ledger_id}" if parsed.ledger_id is not None else "")
-        groups.setdefault(gid, []).append(row)
-    items = []
-    for gid, members in groups.items():
-        mls = {m.get("managed_ledger") for m in members}
-        if len(mls) != 1:
-            for m in members:
-                refuse.add(
-                    m, f"objects of one offload copy name different managed ledgers: {sorted(map(str, mls))}"
-                )
-            continue
-        first = members[0]
-        keys = sorted(str(m["object_key"]) for m in members)
-        parsed = parse_offload_key(keys[0])
-        assert parsed is not None
-        obj_states = []
-        for k in keys:
-            o = objects[k]
-            obj_states.append(
-                {"key": k, "size": int(o["size"]), "etag": str(o["etag"]), "role": o.get("role")}
-            )
-        items.append(
-            {
-                "item_id": gid,
-                "action": "delete_object",
-                "finding": _identity(first),
-                "findings": [_identity(m) for m in sorted(members, key=lambda m: str(m["object_key"]))],
-                "tenant": first.get("tenant"),
-                "namespace": first.get("namespace"),
-                "age_seconds": min((m.get("age_seconds") or 0) for m in members),
-                "bytes": sum(int(m.get("bytes") or 0) for m in members),
-                "evidence": _evidence(first),
-                "expected": {
-                    "bucket": bucket or objects[keys[0]].get("bucket"),
-                    "uuid": parsed.uuid,
-                    "ledger_id": parsed.ledger_id,
-                    "managed_ledger": first.get("managed_ledger"),
-                    "objects": obj_states,
-                },
-            }
-        )
-    return items
-
-
-def _remote_segment_items(rows: Sequence[Mapping[str, Any]], refuse: _Refusals) -> list[dict[str, Any]]:
-    """One ``delete_remote_segment`` item per Kafka remote segment: its objects with size and ETag."""
-    groups: dict[str, list[tuple[Mapping[str, Any], dict[str, Any]]]] = {}
-    for row in rows:
-        ev = _evidence(row)
-        missing = [
-            k
-            for k in ("store", "layout", "topic_id", "partition", "segment_id", "etag")
-            if ev.get(k) in (None, "")
-        ]
-        if missing or not row.get("object_key") or row.get("bytes") is None:
-            refuse.add(
-                row, f"Kafka object finding without {', '.join(missing) or 'key or size'}: re-run the audit"
-            )
-            continue
-        if ev.get("corrupt_metadata_records"):
-            refuse.add(row, "the audit read metadata records that do not decode: nothing is provably unknown")
-            continue
-        gid = f"remote-segment:{ev['topic_id']}:{int(ev['partition'])}:{ev['segment_id']}"
-        groups.setdefault(gid, []).append((row, ev))
-    items = []
-    for gid, members in groups.items():
-        stores = {(ev["store"], ev["layout"]) for _, ev in members}
-        if len(stores) != 1:
-            for row, _ in members:
-                refuse.add(row, f"objects of one segment in different stores: {sorted(stores)}")
-            continue
-        members.sort(key=lambda m: str(m[0]["object_key"]))
-        first, ev = members[0]
-        items.append(
-            {
-                "item_id": gid,
-                "action": "delete_remote_segment",
-                "finding": _identity(first),
-                "findings": [_identity(r) for r, _ in members],
-                "tenant": None,
-                "namespace": None,
-                "topic": ev.get("topic"),
-                "age_seconds": min((r.get("age_seconds") or 0) for r, _ in members),
-                "bytes": sum(int(r.get("bytes") or 0) for r, _ in members),
-                "evidence": ev,
-                "expected": {
-                    "store": ev["store"],
-                    "layout": ev["layout"],
-                    "topic": ev.get("topic"),
-                    "topic_id": ev["topic_id"],
-                    "partition": int(ev["partition"]),
-                    "segment_id": ev["segment_id"],
-                    "objects": [
-                        {
-                            "key": str(r["object_key"]),
-                            "size": int(r["bytes"]),
-                            "etag": str(e["etag"]),
-                            "role": e.get("role"),
-                        }
-                        for r, e in members
-                    ],
-                },
-            }
-        )
-    return items
-
-
-def _load_items(rows: Sequence[Mapping[str, Any]], refuse: _Refusals) -> list[dict[str, Any]]:
-    """One ``load_topic`` item per managed ledger; its findings' ledgers are the evidence."""
-    from ledgerlens.formats.names import managed_ledger_to_topic
-
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for row in rows:
-        ml = row.get("managed_ledger")
-        if not ml:
-            refuse.add(row, "no managed ledger to load")
-            continue
-        groups.setdefault(str(ml), []).append(row)
-    items = []
-    for ml, members in groups.items():
-        try:
-            topic = managed_ledger_to_topic(ml)
-        except LedgerLensError as e:
-            for m in members:
-                refuse.add(m, f"managed ledger name does not parse: {e}")
-            continue
-        first = members[0]
-        items.append(
-            {
-                "item_id": f"topic:{ml}",
-                "action": "load_topic",
-                "finding": _identity(first),
-                "findings": [
-                    _identity(m) for m in sorted(members, key=lambda m: (m["kind"], m.get("ledger_id") or -1))
-                ],
-                "tenant": first.get("tenant"),
-                "namespace": first.get("namespace"),
-                "age_seconds": max((m.get("age_seconds") or 0) for m in members),
-                "bytes": sum(int(m.get("bytes") or 0) for m in members),
-                "evidence": {
-                    "ledgers": sorted(
-                        {int(m["ledger_id"]) for m in members if m.get("ledger_id") is not None}
-                    )
-                },
-                "expected": {"managed_ledger": ml, "topic": topic, "path": first.get("path")},
-            }
-        )
-    return items
-
-
 def _wanted_kinds(kinds: Iterable[str] | None, kafka: bool) -> tuple[str, ...]:
     """The kinds to plan: those asked for (each plannable) or the defaults of the audited system."""
     wanted = tuple(dict.fromkeys(kinds)) if kinds else (KAFKA_DEFAULT_KINDS if kafka else DEFAULT_KINDS)
@@ -551,7 +311,7 @@ def _wanted_kinds(kinds: Iterable[str] | None, kafka: bool) -> tuple[str, ...]:
 
 
 def _candidate(
-    row: Mapping[str, Any], kind: str, tenants: set[str], deleted: Sequence[str], refuse: _Refusals
+    row: Mapping[str, Any], kind: str, tenants: set[str], deleted: Sequence[str], refuse: Refusals
 ) -> dict[str, Any] | None:
     """A finding of a wanted kind as a candidate (with its tenant), or None (refused)."""
     if row.get("severity") == "critical":
@@ -581,7 +341,7 @@ def _candidates(
     wanted: Sequence[str],
     flt: Sequence[Filter],
     deleted: Sequence[str],
-    refuse: _Refusals,
+    refuse: Refusals,
 ) -> dict[str, list[dict[str, Any]]]:
     """The findings of each wanted kind that meet every filter and may be planned."""
     tenants = audited_tenants(audit)
@@ -613,7 +373,7 @@ _BK_COLUMNS = [
 
 
 def _orphan_ledger_items(
-    audit: AuditOutput, rows: Sequence[Mapping[str, Any]], unprovable: Mapping[str, str], refuse: _Refusals
+    audit: AuditOutput, rows: Sequence[Mapping[str, Any]], unprovable: Mapping[str, str], refuse: Refusals
 ) -> list[dict[str, Any]]:
     """``delete_ledger`` items of orphan ledgers whose owners' references are all known."""
     ids = {int(r["ledger_id"]) for r in rows if r.get("ledger_id") is not None}
@@ -625,7 +385,7 @@ def _orphan_ledger_items(
     items = []
     for row in rows:
         bk_row = bk.get(int(row["ledger_id"])) if row.get("ledger_id") is not None else None
-        item = _ledger_item(row, bk_row, refuse)
+        item = ledger_item(row, bk_row, refuse)
         if item is None:
             continue
         mls, _ = owners_of(item["expected"]["custom_metadata"])
@@ -640,7 +400,7 @@ def _orphan_ledger_items(
 
 
 def _orphan_object_items(
-    audit: AuditOutput, rows: Sequence[Mapping[str, Any]], unprovable: Mapping[str, str], refuse: _Refusals
+    audit: AuditOutput, rows: Sequence[Mapping[str, Any]], unprovable: Mapping[str, str], refuse: Refusals
 ) -> list[dict[str, Any]]:
     """``delete_object`` items of orphan offload copies: never an only copy of a live managed ledger."""
     keys = {str(r["object_key"]) for r in rows if r.get("object_key")}
@@ -649,7 +409,7 @@ def _orphan_object_items(
         for r in audit.inventory("offload_objects", ["bucket", "key", "size", "etag", "role"])
         if r.get("key") in keys
     }
-    copies = _offload_items(rows, objs, None, refuse)
+    copies = offload_items(rows, objs, None, refuse)
     mls_known = {
         str(r["managed_ledger"])
         for r in audit.inventory("managed_ledgers", ["managed_ledger"])
@@ -679,7 +439,7 @@ def _orphan_object_items(
 
 
 def _plan_items(
-    audit: AuditOutput, candidates: Mapping[str, list[dict[str, Any]]], refuse: _Refusals
+    audit: AuditOutput, candidates: Mapping[str, list[dict[str, Any]]], refuse: Refusals
 ) -> list[dict[str, Any]]:
     """The plan's items of every kind, ordered by action then item id (ids unique)."""
     unprovable = unprovable_owners(audit)
@@ -690,10 +450,10 @@ def _plan_items(
         items.extend(_orphan_object_items(audit, candidates["orphan_offload_object"], unprovable, refuse))
     loads = [r for k in LOAD_KINDS for r in candidates.get(k, [])]
     if loads:
-        items.extend(_load_items(loads, refuse))
+        items.extend(load_items(loads, refuse))
     remote = [r for k in KAFKA_KINDS for r in candidates.get(k, [])]
     if remote:
-        items.extend(_remote_segment_items(remote, refuse))
+        items.extend(remote_segment_items(remote, refuse))
     items.sort(key=lambda i: (ACTIONS.index(i["action"]), i["item_id"]))
     ids_seen = [i["item_id"] for i in items]
     if len(ids_seen) != len(set(ids_seen)):
@@ -725,7 +485,7 @@ def build_plan(
     wanted = _wanted_kinds(kinds, audit.summary.get("system") == "kafka")
     flt = [f if isinstance(f, Filter) else parse_filter(f) for f in filters]
     deleted = deleted_tenants(audit.summary)
-    refuse = _Refusals([])
+    refuse = Refusals([])
     items = _plan_items(audit, _candidates(audit, wanted, flt, deleted, refuse), refuse)
     totals: dict[str, Any] = {"items": len(items), "bytes": sum(int(i.get("bytes") or 0) for i in items)}
     for a in ACTIONS:
@@ -763,10 +523,7 @@ def _user() -> str:
 def write_json(document: Mapping[str, Any], path: str | Path) -> Path:
     """Write ``document`` as JSON atomically (temporary file, then rename)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(document, indent=1, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, target)
+    write_atomic(target, json.dumps(document, indent=1, sort_keys=True, default=str) + "\n")
     return target
 
 

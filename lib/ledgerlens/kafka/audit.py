@@ -17,8 +17,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ledgerlens.audit.findings import KAFKA_KINDS, RAW_COLUMNS, age_seconds, to_findings
+from ledgerlens.audit.findings import KAFKA_KINDS, RAW_COLUMNS, age_seconds, severity_by_kind, to_findings
 from ledgerlens.formats.kafka_remote_keys import REQUIRED_ROLES
+from ledgerlens.report.kinds import declared, severity_of
 
 __all__ = ["KAFKA_KINDS", "KafkaAuditConfig", "run_kafka_audit"]
 
@@ -226,7 +227,7 @@ def _objects(
     o = o.withColumn("_kind", kind).filter(F.col("_kind").isNotNull())
     o = o.withColumn("reason", _object_reason(cfg, known))
     deletable = ~_segment_live() & F.lit(blind == 0)
-    severity = F.when(F.col("_kind") == "remote_segment_foreign_object", "info").otherwise("warning")
+    severity = severity_by_kind(F.col("_kind"), KAFKA_KINDS)
     action = F.when(
         (F.col("_kind") != "remote_segment_foreign_object") & deletable, "delete_object"
     ).otherwise("investigate")
@@ -367,7 +368,7 @@ def _segments(segments: DataFrame, objects: DataFrame, topics: DataFrame, cfg: K
     return _rows(
         hit,
         kind=k,
-        severity=F.when(k == "remote_segment_missing_object", "critical").otherwise("warning"),
+        severity=severity_by_kind(k, KAFKA_KINDS),
         action="investigate",
         evidence=_segment_evidence(k, cfg),
         path=_path(F.col("topic"), F.col("partition"), F.col("segment_id")),
@@ -408,9 +409,9 @@ def _events(events: DataFrame, cfg: KafkaAuditConfig) -> DataFrame:
     return _rows(
         events,
         kind=F.when(corrupt, "corrupt_metadata").otherwise("remote_segment_illegal_transition"),
-        severity=F.when(corrupt, "critical")
-        .when(F.col("kind") == "illegal_transition", "warning")
-        .otherwise("info"),
+        severity=F.when(corrupt, severity_of("corrupt_metadata"))
+        .when(F.col("kind") == "illegal_transition", severity_of("remote_segment_illegal_transition"))
+        .otherwise(declared("remote_segment_illegal_transition").other("info")),
         action="investigate",
         evidence=ev,
         path=where,
@@ -433,7 +434,7 @@ def _growth(partitions: DataFrame, events: DataFrame, cfg: KafkaAuditConfig) -> 
     return _rows(
         grown,
         kind="remote_segment_metadata_growth",
-        severity="info",
+        severity=severity_of("remote_segment_metadata_growth"),
         action="none",
         evidence=F.struct(
             total.alias("records"),

@@ -34,7 +34,7 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -49,6 +49,9 @@ from ledgerlens.formats.offload import (
     decode_offload_index,
     decode_user_metadata,
 )
+
+if TYPE_CHECKING:
+    from ledgerlens.sources.s3 import ObjectRead
 
 __all__ = [
     "CHECKS",
@@ -111,6 +114,7 @@ _COLUMNS = (
 _READ_ERRORS: tuple[type[BaseException], ...] = (LedgerLensError, BotoCoreError, ClientError, OSError)
 T = TypeVar("T")
 R = TypeVar("R")
+D = TypeVar("D")  # what a decoder returns
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,16 @@ class _Row:
             self.checks.append(name)
         if problem is not None:
             self.problems.append(Problem(name, problem))
+
+    def decoded(self, name: str, decode: Callable[..., D], data: Any) -> D | None:
+        """``decode(data, key=<the object's key>)`` as the check ``name``: None when it raised
+        ``DecodeError`` (the check's problem)."""
+        self.check(name)
+        try:
+            return decode(data, key=self.obj["key"])
+        except DecodeError as e:
+            self.check(name, e.problem)
+            return None
 
     def metadata(self, meta: dict[str, str]) -> None:
         key = self.obj["key"]
@@ -224,12 +238,8 @@ def _index_ledgers(index: OffloadIndex) -> list[dict[str, Any]]:
 
 def _check_index(row: _Row, data: bytes, layout: str) -> tuple[OffloadIndex | None, list[BlockSpan]]:
     """Decode and check an index object; the decoded index and its blocks when usable."""
-    key = row.obj["key"]
-    row.check("index_decode")
-    try:
-        index = decode_offload_index(data, key=key)
-    except DecodeError as e:
-        row.check("index_decode", e.problem)
+    index = row.decoded("index_decode", decode_offload_index, data)
+    if index is None:
         return None, []
     row.fields.update(
         index_version=index.version,
@@ -250,12 +260,7 @@ def _check_index(row: _Row, data: bytes, layout: str) -> tuple[OffloadIndex | No
             "index_decode",
             f"data header length {index.data_header_length}, expected {DATA_BLOCK_HEADER_SIZE}",
         )
-    row.check("index_blocks")
-    try:
-        spans = block_spans(index, key=key)
-    except DecodeError as e:
-        row.check("index_blocks", e.problem)
-        spans = []
+    spans = row.decoded("index_blocks", block_spans, index) or []
     row.fields["blocks"] = len(spans)
     row.check("index_coverage")
     for led in index.ledgers:
@@ -282,12 +287,8 @@ def _check_index(row: _Row, data: bytes, layout: str) -> tuple[OffloadIndex | No
 
 
 def _check_head(row: _Row, head: bytes, spans: list[BlockSpan], layout: str) -> None:
-    key = row.obj["key"]
-    row.check("data_header")
-    try:
-        h = decode_data_block_header(head, key=key)
-    except DecodeError as e:
-        row.check("data_header", e.problem)
+    h = row.decoded("data_header", decode_data_block_header, head)
+    if h is None:
         return
     row.fields.update(
         block_layout=h.layout,
@@ -387,6 +388,18 @@ def _check_stream(row: _Row, body: Any, spans: list[BlockSpan], size: int) -> No
     row.fields["deep_checked"] = True
 
 
+def _fetched(row: _Row, got: ObjectRead | None, stats: VerifyStats) -> ObjectRead | None:
+    """The answer of one GET for ``row``: counted, its bytes and user metadata taken in; None (the
+    row's error) when the object vanished since the listing."""
+    stats.requests += 1
+    if got is None:
+        row.fields["error"] = "vanished since the listing"
+        return None
+    row.bytes_read += len(got.data)
+    row.metadata(got.metadata)
+    return got
+
+
 def _fail_read(row: _Row, e: BaseException) -> None:
     row.fields["error"] = f"{row.obj['key']}: {e}" if row.obj["key"] not in str(e) else str(e)
 
@@ -419,26 +432,18 @@ def verify_group(
             if size > MAX_INDEX_BYTES:
                 index_row.check("index_decode", f"index object of {size} bytes, more than {MAX_INDEX_BYTES}")
             else:
-                got = read_object(client, bucket, index_row.obj["key"])
-                stats.requests += 1
-                if got is None:
-                    index_row.fields["error"] = "vanished since the listing"
-                else:
-                    index_row.bytes_read += len(got.data)
-                    index_row.metadata(got.metadata)
+                got = _fetched(index_row, read_object(client, bucket, index_row.obj["key"]), stats)
+                if got is not None:
                     index, spans = _check_index(index_row, got.data, layout)
         except _READ_ERRORS as e:
             _fail_read(index_row, e)
     if data_row is not None:
         key = data_row.obj["key"]
         try:
-            got = read_object(client, bucket, key, start=0, end=DATA_BLOCK_HEADER_SIZE - 1)
-            stats.requests += 1
-            if got is None:
-                data_row.fields["error"] = "vanished since the listing"
-            else:
-                data_row.bytes_read += len(got.data)
-                data_row.metadata(got.metadata)
+            got = _fetched(
+                data_row, read_object(client, bucket, key, start=0, end=DATA_BLOCK_HEADER_SIZE - 1), stats
+            )
+            if got is not None:
                 size = got.size if got.size is not None else data_row.obj.get("size")
                 if index is not None:
                     data_row.fields.update(

@@ -1,6 +1,8 @@
 """Reports, figures and explanations that every runbook and widget shares.
 
 - ``explain``: one finding -> reason, next step (commands with names filled in), rule link.
+- ``kinds``: every finding kind declared once (severity, rule module, explainer, rule section), one
+  module per subject; the audit reads its kind tables and severities there.
 - ``context``: what an audit looked at (cluster, stores, as-of, counts scanned, version, duration).
 - ``html``: banner (the worst finding named), at a glance, context, findings with explanations in
   impact order, detail panel, compact table.
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
         banner_html,
         compared,
         context_html,
-        context_markdown,
         error_html,
         evidence_html,
         finding_detail_html,
@@ -36,10 +37,10 @@ if TYPE_CHECKING:
         rules_html,
         run_details_html,
         severity_rank,
-        summary_markdown,
         top_findings,
         wrap,
     )
+    from ledgerlens.report.markdown import context_markdown, summary_markdown
     from ledgerlens.report.runbook import (
         INSTRUCTIONS_TAG,
         RECORD_KEY,
@@ -72,7 +73,7 @@ _EXPORTS: dict[str, str] = {
     "compared": "html",
     "check_no_secrets": "runbook",
     "context_html": "html",
-    "context_markdown": "html",
+    "context_markdown": "markdown",
     "error_html": "html",
     "evidence_html": "html",
     "execute_runbook": "runbook",
@@ -95,7 +96,7 @@ _EXPORTS: dict[str, str] = {
     "run_details_html": "html",
     "secret_values": "runbook",
     "severity_rank": "html",
-    "summary_markdown": "html",
+    "summary_markdown": "markdown",
     "to_html": "runbook",
     "top_findings": "html",
     "wrap": "html",

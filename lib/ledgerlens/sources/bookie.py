@@ -162,14 +162,8 @@ class _Connection:
         while len(self._buf) < n:
             try:
                 chunk = self.sock.recv(max(65536, n - len(self._buf)))
-            except TimeoutError as e:
-                raise BookieUnavailableError(
-                    self.label, ledger_id, entry_id, f"no answer within {self.source.read_timeout_s:g}s"
-                ) from e
             except OSError as e:
-                raise BookieUnavailableError(
-                    self.label, ledger_id, entry_id, f"read failed: {e.strerror or e}"
-                ) from e
+                raise self._lost(e, ledger_id, entry_id, "no answer within", "read failed") from e
             if not chunk:
                 raise BookieUnavailableError(
                     self.label, ledger_id, entry_id, "connection closed by the bookie"
@@ -190,14 +184,19 @@ class _Connection:
     def _send(self, data: bytes, ledger_id: int | None, entry_id: int | None) -> None:
         try:
             self.sock.sendall(data)
-        except TimeoutError as e:
-            raise BookieUnavailableError(
-                self.label, ledger_id, entry_id, f"send blocked for {self.source.read_timeout_s:g}s"
-            ) from e
         except OSError as e:
-            raise BookieUnavailableError(
-                self.label, ledger_id, entry_id, f"send failed: {e.strerror or e}"
-            ) from e
+            raise self._lost(e, ledger_id, entry_id, "send blocked for", "send failed") from e
+
+    def _lost(
+        self, e: OSError, ledger_id: int | None, entry_id: int | None, timed_out: str, failed: str
+    ) -> BookieUnavailableError:
+        """The error of a read or send that failed: ``timed_out`` the read timeout on a timeout, else
+        ``failed``: what the socket said."""
+        if isinstance(e, TimeoutError):
+            return BookieUnavailableError(
+                self.label, ledger_id, entry_id, f"{timed_out} {self.source.read_timeout_s:g}s"
+            )
+        return BookieUnavailableError(self.label, ledger_id, entry_id, f"{failed}: {e.strerror or e}")
 
     def _start_tls(self) -> None:
         self._send(w.start_tls_request_v3(next(self._txn)), None, None)

@@ -34,28 +34,15 @@ from typing import Any
 
 from ledgerlens.errors import ConfigError, DecodeError, SourceError
 from ledgerlens.formats import zkdata
-from ledgerlens.formats.paths import is_ledger_level1, is_special_znode, ledger_id_from_path
 from ledgerlens.formats.zkdata import STAT as _STAT
-from ledgerlens.inventory.rows import (
-    CURSORS_T,
-    MANAGED_LEDGERS_T,
-    LedgerColumns,
-    _name_columns,
-    cursor_row,
-    managed_ledger_rows,
-    policy_row,
-    schema_rows,
-)
 from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource, Row
+from ledgerlens.sources.snapshot_rows import snapshot_rows
 
 __all__ = ["SnapshotPlan", "ZooKeeperSnapshot", "find_files", "parse_until"]
 
 _SNAP = re.compile(r"snapshot\.([0-9a-fA-F]+)(\.gz|\.snappy)?$")
 _LOG = re.compile(r"log\.([0-9a-fA-F]+)$")
-_LEAF = re.compile(r"L\d+")
-_LEDGER_LEAF = re.compile(r"[0-9]{2,3}(?:/[0-9]+)*/L[0-9]+")  # the common case, checked first
 _CHUNK_NODES = 20_000  # nodes per partition of an uncompressed snapshot (1M ledgers: 50 Spark items)
-_NOAUTH = "NoAuthError (the node's ACL grants world:anyone no read: what the live scan sees)"
 _OPEN_ACL = -1  # ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID
 # the problems of a file that ends early (plain, gzip and snappy), not of damaged bytes
 _ENDS_EARLY = re.compile(r"truncated|unreadable: EOFError")
@@ -173,6 +160,72 @@ def _apply(overlay: dict[str, _Change], rec: zkdata.LogRecord, wanted: tuple[str
 def _merge(node: zkdata.SnapshotNode, c: _Change) -> zkdata.SnapshotNode:
     stat = node.stat._replace(**c.stat) if c.stat else node.stat
     return node._replace(data=c.data if c.has_data else node.data, stat=stat)
+
+
+@dataclass
+class _Replayed:
+    """What the logs after a snapshot changed (the overlay) and the last transaction they replayed."""
+
+    overlay: dict[str, _Change]
+    last_zxid: int
+    last_time_ms: int | None
+    replayed: int
+
+
+def _replay(
+    chosen: list[tuple[int, str]], snap_zxid: int, until: tuple[str, int] | None, wanted: tuple[str, ...]
+) -> _Replayed:
+    """The transactions of the ``chosen`` logs after ``snap_zxid`` (up to ``until``) on the nodes
+    under ``wanted``; a gap in the zxids is a ``DecodeError``."""
+    overlay: dict[str, _Change] = {}
+    last_zxid, last_time, replayed, prev = snap_zxid, None, 0, None
+    newest = chosen[-1][1] if chosen else None
+    stop = False
+    for start, path in chosen:
+        if until is not None and until[0] == "zxid" and start > until[1]:
+            break
+        for rec in zkdata.read_log(path, tail_ok=path == newest, after=snap_zxid):
+            if rec.zxid <= snap_zxid:
+                continue
+            if until is not None and (rec.zxid if until[0] == "zxid" else rec.time_ms) > until[1]:
+                stop = True
+                break
+            if prev is not None and rec.zxid >> 32 == prev >> 32 and rec.zxid != prev + 1:
+                raise DecodeError(
+                    f"{path} offset {rec.offset}", f"transactions missing: {prev:#x} then {rec.zxid:#x}"
+                )
+            if prev is None and rec.zxid >> 32 == snap_zxid >> 32 and rec.zxid > snap_zxid + 1:
+                raise DecodeError(
+                    f"{path} offset {rec.offset}",
+                    f"transactions missing after the snapshot: {snap_zxid:#x} then {rec.zxid:#x}",
+                )
+            _apply(overlay, rec, wanted)
+            prev = last_zxid = rec.zxid
+            last_time = rec.time_ms
+            replayed += 1
+        if stop:
+            break
+    return _Replayed(overlay, last_zxid, last_time, replayed)
+
+
+@dataclass
+class _Scan:
+    """One pass over a snapshot: each stage's partitions, the overlay's nodes met, the probes and
+    clusters present, the newest change of the nodes looked at."""
+
+    parts: dict[str, list[str]]
+    seen: set[str] = field(default_factory=set)
+    present: set[str] = field(default_factory=set)
+    clusters: set[str] = field(default_factory=set)
+    newest_change: int = 0
+
+
+def _cluster_of(path: str, clusters_root: str | None) -> str | None:
+    """The cluster named by ``path`` when it is a child of ``clusters_root`` (not ``global``)."""
+    if clusters_root is None or not path.startswith(clusters_root + "/"):
+        return None
+    name = path[len(clusters_root) + 1 :]
+    return name if name and "/" not in name and name != "global" else None
 
 
 # -- the plan --------------------------------------------------------------------------------------
@@ -331,58 +384,56 @@ class ZooKeeperSnapshot(InventorySource):
         older = [i for i, (z, _) in enumerate(logs) if z <= snap_zxid]
         chosen = logs[older[-1] if older else 0 :]
         roots = self._roots()
-        clusters_root = self.chroot.rstrip("/") + "/" + self.clusters_root.strip("/")
-        pulsar = any(s in PULSAR_STAGES for s in self.stages)
-        wanted = tuple(r + "/" for r in roots.values()) + ((clusters_root + "/",) if pulsar else ())
-        overlay: dict[str, _Change] = {}
-        last_zxid, last_time, replayed, prev = snap_zxid, None, 0, None
-        newest = chosen[-1][1] if chosen else None
-        stop = False
-        for start, path in chosen:
-            if until is not None and until[0] == "zxid" and start > until[1]:
-                break
-            for rec in zkdata.read_log(path, tail_ok=path == newest, after=snap_zxid):
-                if rec.zxid <= snap_zxid:
-                    continue
-                if until is not None and (rec.zxid if until[0] == "zxid" else rec.time_ms) > until[1]:
-                    stop = True
-                    break
-                if prev is not None and rec.zxid >> 32 == prev >> 32 and rec.zxid != prev + 1:
-                    raise DecodeError(
-                        f"{path} offset {rec.offset}", f"transactions missing: {prev:#x} then {rec.zxid:#x}"
-                    )
-                if prev is None and rec.zxid >> 32 == snap_zxid >> 32 and rec.zxid > snap_zxid + 1:
-                    raise DecodeError(
-                        f"{path} offset {rec.offset}",
-                        f"transactions missing after the snapshot: {snap_zxid:#x} then {rec.zxid:#x}",
-                    )
-                _apply(overlay, rec, wanted)
-                prev = last_zxid = rec.zxid
-                last_time = rec.time_ms
-                replayed += 1
-            if stop:
-                break
-        if until is not None and until[0] == "time" and last_time is None:
+        clusters_root = self._clusters_root()
+        wanted = tuple(r + "/" for r in roots.values()) + (
+            (clusters_root + "/",) if clusters_root is not None else ()
+        )
+        log = _replay(chosen, snap_zxid, until, wanted)
+        if until is not None and until[0] == "time" and log.last_time_ms is None:
             raise SourceError(
                 where, f"{os.path.basename(snap_path)}: no transaction at or before {self.until} to date it"
             )
-
-        # one pass over the snapshot: checksum, and the byte ranges of each root's nodes (stepped over
-        # by their lengths: only the nodes under a root, a probe or the clusters root are looked at)
         reader = zkdata.SnapshotReader(snap_path)
         compressed = snap_path.endswith((".gz", ".snappy"))
-        parts: dict[str, list[str]] = {s: [] for s in roots}
-        order = sorted(roots.items(), key=lambda kv: len(kv[1]), reverse=True)  # nested roots: deepest first
-        seen: set[str] = set()
-        probes = set(self.probes())
-        present: set[str] = set()
-        clusters: set[str] = set()
+        scan = self._scan(reader, log.overlay, compressed=compressed, dated=until is not None)
+        self._add_logged(scan, log.overlay)
+        return SnapshotPlan(
+            snapshot=snap_path,
+            snapshot_zxid=snap_zxid,
+            logs=[p for _, p in chosen],
+            last_zxid=log.last_zxid,
+            last_time_ms=log.last_time_ms,
+            replayed=log.replayed,
+            compressed=compressed,
+            acls=reader.acls,
+            partitions=scan.parts,
+            nodes=reader.node_count,
+            bytes=os.path.getsize(snap_path),
+            overlay=log.overlay,
+            clusters=sorted(scan.clusters),
+            present=frozenset(scan.present),
+            newest_change=scan.newest_change,
+        )
 
-        def cluster_of(path: str) -> str | None:
-            if not pulsar or not path.startswith(clusters_root + "/"):
-                return None
-            name = path[len(clusters_root) + 1 :]
-            return name if name and "/" not in name and name != "global" else None
+    def _clusters_root(self) -> str | None:
+        """The full path of the clusters root when this store is a Pulsar one, else None."""
+        if not any(s in PULSAR_STAGES for s in self.stages):
+            return None
+        return self.chroot.rstrip("/") + "/" + self.clusters_root.strip("/")
+
+    def _scan(
+        self, reader: zkdata.SnapshotReader, overlay: dict[str, _Change], *, compressed: bool, dated: bool
+    ) -> _Scan:
+        """One pass over the snapshot: checksum, and the byte ranges of each root's nodes (stepped over
+        by their lengths: only the nodes under a root, a probe or the clusters root are looked at);
+        with ``dated``, the newest change of those nodes too."""
+        roots = self._roots()
+        clusters_root = self._clusters_root()
+        pulsar = clusters_root is not None
+        scan = _Scan({s: [] for s in roots})
+        parts, seen, present, clusters = scan.parts, scan.seen, scan.present, scan.clusters
+        order = sorted(roots.items(), key=lambda kv: len(kv[1]), reverse=True)  # nested roots: deepest first
+        probes = set(self.probes())
 
         # the open chunk: its stage, [start, end) and node count, and the overlay entries of its nodes
         cur: str | None = None
@@ -395,19 +446,19 @@ class ZooKeeperSnapshot(InventorySource):
 
         overlay_b = {p.encode(): p for p in overlay}
         probes_b = {p.encode(): p for p in probes}
-        clusters_b = (clusters_root + "/").encode()
+        clusters_b = (clusters_root + "/").encode() if clusters_root else b""
         roots_b = [(st, r.encode(), (r + "/").encode()) for st, r in order]
         wanted_b = tuple(r for _, r, _ in roots_b) + tuple(probes_b) + ((clusters_b,) if pulsar else ())
         newest_change = 0
         for at, raw, data, _acl, stat in reader.records(tuple(p for p in wanted_b if p) or (b"/",)):
-            if until is not None:  # czxid, mzxid and pzxid (a child created or deleted)
+            if dated:  # czxid, mzxid and pzxid (a child created or deleted)
                 zx = _STAT.unpack(stat)
                 newest_change = max(newest_change, zx[0], zx[1], zx[8])
             if raw in probes_b:
                 present.add(probes_b[raw])
             if pulsar and raw.startswith(clusters_b):
                 text = raw.decode("utf-8", "replace")
-                name = cluster_of(text)
+                name = _cluster_of(text, clusters_root)
                 if name is not None and not (text in overlay and overlay[text].deleted):
                     clusters.add(name)
             stage = None
@@ -427,47 +478,41 @@ class ZooKeeperSnapshot(InventorySource):
                 changes[key] = overlay[key]
                 seen.add(key)
         flush()
-        n_nodes = reader.node_count
-        # nodes the logs created (not in the snapshot), one more partition per stage
+        scan.newest_change = newest_change
+        return scan
+
+    def _add_logged(self, scan: _Scan, overlay: dict[str, _Change]) -> None:
+        """Into ``scan``: the nodes the logs created (not in the snapshot, one more partition per stage),
+        the clusters they created, and the probes they created or deleted."""
+        roots = self._roots()
+        clusters_root = self._clusters_root()
+        order = sorted(roots.items(), key=lambda kv: len(kv[1]), reverse=True)  # nested roots: deepest first
+        parts = scan.parts
         for stage, root in roots.items():
             extra = {
                 p: c
                 for p, c in overlay.items()
                 if c.full
                 and not c.deleted
-                and p not in seen
+                and p not in scan.seen
                 and (p == root or p.startswith(root + "/"))
                 and next((s for s, r in order if p == r or p.startswith(r + "/")), None) == stage
             }
             if extra:
                 parts[stage].append(_encode(("created", 0, 0, extra)))
-        clusters.update(
-            n for p, c in overlay.items() if c.full and not c.deleted and (n := cluster_of(p)) is not None
+        scan.clusters.update(
+            n
+            for p, c in overlay.items()
+            if c.full and not c.deleted and (n := _cluster_of(p, clusters_root)) is not None
         )
+        probes = self.probes()
         for p, c in overlay.items():  # the logs' creations and deletions, and roots they wrote under
             if c.deleted:
-                present.discard(p)
+                scan.present.discard(p)
             else:
-                present.update(q for q in probes if p == q or p.startswith(q + "/"))
+                scan.present.update(q for q in probes if p == q or p.startswith(q + "/"))
         if "namespace_policies" in parts and len(parts["namespace_policies"]) > 1:
             parts["namespace_policies"] = [_encode(("all", parts["namespace_policies"]))]
-        return SnapshotPlan(
-            snapshot=snap_path,
-            snapshot_zxid=snap_zxid,
-            logs=[p for _, p in chosen],
-            last_zxid=last_zxid,
-            last_time_ms=last_time,
-            replayed=replayed,
-            compressed=compressed,
-            acls=reader.acls,
-            partitions=parts,
-            nodes=n_nodes,
-            bytes=os.path.getsize(snap_path),
-            overlay=overlay,
-            clusters=sorted(clusters),
-            present=frozenset(present),
-            newest_change=newest_change,
-        )
 
     def check(self) -> None:
         self.prepare()
@@ -545,7 +590,9 @@ class ZooKeeperSnapshot(InventorySource):
             snapshot: str = _decode(snap_text)
             ok = _Readable(acls)
             nodes = ((n, ok(n.acl, a)) for n, a in self._nodes(snapshot, _decode(part_text), roots[stage]))
-            yield from _rows(stage, roots[stage], self.chroot.rstrip("/"), nodes, stats, self.location)
+            yield from snapshot_rows(
+                stage, roots[stage], self.chroot.rstrip("/"), nodes, stats, self.location
+            )
 
 
 def _acl_of(
@@ -614,171 +661,3 @@ class _SnapshotReads:
             ok = zkdata.readable_by_anyone(_acl_of(node.acl, c.acl if c is not None else None, plan.acls))
             put(node.path, c.data if c is not None and c.has_data else node.data, ok)
         return out
-
-
-# -- nodes -> rows, as the live scan makes them ------------------------------------------------------
-def _rel(path: str, chroot: str) -> str:
-    return path[len(chroot) :] if chroot else path
-
-
-def _rows(
-    stage: str,
-    root: str,
-    chroot: str,
-    nodes: Iterable[tuple[zkdata.SnapshotNode, bool]],
-    stats: Counter[str],
-    store: str,
-) -> Iterator[Row]:
-    base = root + "/"
-    live_root = _rel(root, chroot)
-    if stage == "namespace_policies":
-        yield from _policy_rows(root, chroot, nodes, stats, store)
-        return
-    if stage == "bk_ledgers":
-        yield from _ledger_batches(base, chroot, live_root, nodes, stats)
-        return
-    for node, ok in nodes:
-        stats["nodes"] += 1
-        if not node.path.startswith(base):
-            continue
-        parts = node.path[len(base) :].split("/")
-        path = _rel(node.path, chroot)
-        if stage == "managed_ledgers":
-            ml, cursor = _ml_parts(parts)
-            if ml is None:
-                continue
-            if cursor is None:
-                if not ok:
-                    stats["errors"] += 1
-                    yield (
-                        MANAGED_LEDGERS_T,
-                        {"managed_ledger": ml, "path": path, "error": _NOAUTH, **_name_columns(ml)},
-                    )
-                    continue
-                for table, r in managed_ledger_rows(ml, path, node.data, node.stat):  # type: ignore[arg-type]
-                    if r.get("error"):
-                        stats["errors"] += 1
-                    yield table, r
-            else:
-                if not ok:
-                    r = cursor_row(ml, cursor, path, None, None)
-                    r["error"] = _NOAUTH
-                else:
-                    r = cursor_row(ml, cursor, path, node.data, node.stat)  # type: ignore[arg-type]
-                if r.get("error"):
-                    stats["errors"] += 1
-                yield CURSORS_T, r
-        elif stage == "schema_ledgers":
-            if len(parts) != 3:
-                continue
-            sid = "/".join(parts)
-            if not ok:
-                rows = [dict(schema_rows(sid, path, b"", None)[0], error=_NOAUTH)]
-            else:
-                rows = schema_rows(sid, path, node.data, node.stat)  # type: ignore[arg-type]
-            for r in rows:
-                if r.get("error"):
-                    stats["errors"] += 1
-                yield "schema_ledgers", r
-
-
-def _ledger_batches(
-    base: str,
-    chroot: str,
-    live_root: str,
-    nodes: Iterable[tuple[zkdata.SnapshotNode, bool]],
-    stats: Counter[str],
-) -> Iterator[Row]:
-    """BK_LEDGERS record batches of the ledger leaves among ``nodes`` (column by column)."""
-    cols = LedgerColumns()
-    seen = 0
-    for node, ok in nodes:
-        seen += 1
-        full = node.path
-        if not full.startswith(base):
-            continue
-        if _LEDGER_LEAF.fullmatch(full, len(base)) is None:
-            parts = full[len(base) :].split("/")
-            if (
-                len(parts) < 2
-                or is_special_znode(parts[0])
-                or not is_ledger_level1(parts[0])
-                or not _LEAF.fullmatch(parts[-1])
-                or not all(x.isdigit() for x in parts[1:-1])
-            ):
-                continue
-        path = _rel(full, chroot)
-        if not ok:
-            row: dict[str, Any] = {"path": path, "error": _NOAUTH}
-            try:
-                row["ledger_id"] = ledger_id_from_path(path, live_root)
-            except Exception:  # noqa: BLE001
-                pass
-            cols.add_row(row)
-        else:
-            st = node.stat
-            cols.add(path, live_root, None, node.data, st.ctime, st.mtime, st.version)
-        if len(cols) >= cols.BATCH_ROWS:
-            stats["errors"] += cols.errors
-            cols.errors = 0
-            yield "bk_ledgers", cols.take()
-    stats["nodes"] += seen
-    stats["errors"] += cols.errors
-    if len(cols):
-        yield "bk_ledgers", cols.take()
-
-
-def _ml_parts(parts: list[str]) -> tuple[str | None, str | None]:
-    """(managed-ledger name, cursor node or None) of a path under /managed-ledgers, as the live walk
-    finds them: ``t/ns/persistent/x[/cursor]`` (v2) or ``t/c/ns/persistent/x[/cursor]`` (v1)."""
-    if len(parts) in (4, 5) and parts[2] == "persistent":
-        return "/".join(parts[:4]), parts[4] if len(parts) == 5 else None
-    if len(parts) in (5, 6) and parts[2] not in ("persistent", "non-persistent") and parts[3] == "persistent":
-        return "/".join(parts[:5]), parts[5] if len(parts) == 6 else None
-    return None, None
-
-
-def _policy_rows(
-    root: str, chroot: str, nodes: Iterable[tuple[zkdata.SnapshotNode, bool]], stats: Counter[str], store: str
-) -> Iterator[Row]:
-    """NAMESPACE_POLICIES and PULSAR_TENANTS rows: level 2 (and v1 level 3) nodes under the root."""
-    base = root + "/"
-    tree: dict[str, tuple[zkdata.SnapshotNode, bool]] = {}
-    for node, ok in nodes:
-        stats["nodes"] += 1
-        if node.path.startswith(base) and node.path.count("/") - root.count("/") <= 3:
-            tree[node.path] = (node, ok)
-    children: dict[str, list[str]] = {}
-    for p in tree:
-        children.setdefault(p.rsplit("/", 1)[0], []).append(p)
-    for tenant_path in sorted(p for p in tree if p.count("/") == root.count("/") + 1):
-        yield (
-            "pulsar_tenants",
-            {"tenant": tenant_path.rsplit("/", 1)[1], "path": _rel(tenant_path, chroot), "store": store},
-        )
-        for p in sorted(children.get(tenant_path, [])):
-            node, ok = tree[p]
-            kids = sorted(children.get(p, []))
-            if ok and kids and not node.data:
-                level = kids  # a v1 cluster node: its children are the namespaces
-            else:
-                level = [p]
-            for q in level:
-                n, okq = tree[q]
-                ns = q[len(base) :]
-                if not okq:
-                    stats["errors"] += 1
-                    yield (
-                        "namespace_policies",
-                        {
-                            "tenant": ns.split("/")[0],
-                            "namespace": ns,
-                            "path": _rel(q, chroot),
-                            "error": _NOAUTH,
-                        },
-                    )
-                    continue
-                row = policy_row(ns, _rel(q, chroot), n.data)
-                if row.get("error"):
-                    stats["errors"] += 1
-                yield "namespace_policies", row

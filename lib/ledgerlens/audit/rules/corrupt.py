@@ -29,7 +29,6 @@ def corrupt_finding(
     return finding(
         rows,
         kind="corrupt_metadata",
-        severity="critical",
         component=component,
         action="investigate",
         evidence=evidence,

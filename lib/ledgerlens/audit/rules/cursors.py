@@ -83,7 +83,6 @@ def inactive_cursors(
     return finding(
         agg,
         kind="inactive_cursor",
-        severity="warning",
         component="cursor",
         action="investigate",
         **place_columns(bytes_="held_bytes"),

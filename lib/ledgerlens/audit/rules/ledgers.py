@@ -142,7 +142,6 @@ def _orphan(config: AuditConfig) -> Column:
     comp = F.col("bk_component")
     return raw_finding(
         kind="orphan_ledger",
-        severity="warning",
         action="delete_ledger",
         owner_ml=_owner_ml(),
         **_unreferenced_columns(config),
@@ -169,7 +168,6 @@ def _foreign(config: AuditConfig) -> Column:
     tenant = F.col(_TENANT)
     return raw_finding(
         kind="foreign_ledger",
-        severity="info",
         action="none",
         **_unreferenced_columns(config),
         evidence=F.struct(
@@ -189,7 +187,6 @@ def _foreign(config: AuditConfig) -> Column:
 def _unattributed(config: AuditConfig) -> Column:
     return raw_finding(
         kind="unattributed_ledger",
-        severity="info",
         component=None,
         action="none",
         **_bookkeeper_columns(config),
@@ -203,7 +200,6 @@ def _missing() -> Column:
     ref = F.col("ref_component")
     return raw_finding(
         kind="missing_ledger",
-        severity="critical",
         component=ref,
         action="investigate",
         owner_ml=F.col("ref_ml"),
@@ -250,7 +246,6 @@ def _ml_reference_columns(config: AuditConfig) -> dict[str, Any]:
 def _open_overdue(config: AuditConfig) -> Column:
     return raw_finding(
         kind="open_ledger_overdue",
-        severity="warning",
         action="investigate",
         evidence=F.struct(
             F.lit("ledger").alias("per"),
@@ -267,7 +262,6 @@ def _open_overdue(config: AuditConfig) -> Column:
 def _retention(config: AuditConfig) -> Column:
     return raw_finding(
         kind="retention_overdue",
-        severity="warning",
         action="load_topic",
         evidence=F.struct("ret_ev.*", false_if_null(F.col("bk_present")).alias("in_bookkeeper")),
         **_ml_reference_columns(config),

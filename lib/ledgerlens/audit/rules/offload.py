@@ -9,15 +9,16 @@ from pyspark.sql import functions as F
 from ledgerlens.audit.findings import age_seconds, explode_findings, raw_finding
 from ledgerlens.audit.frames import Look
 from ledgerlens.audit.rules.common import ML_COMPONENT, false_if_null, offload_complete
+from ledgerlens.report.kinds import declared
 from ledgerlens.settings.config import AuditConfig
 
 STREAMING = "streaming"  # the looks of streaming_looks
+_MISSING = declared("missing_offload_object")
 
 
 def _obj_orphan(o: Column, uuid: Column, ledger_id: Column, config: AuditConfig) -> Column:
     return raw_finding(
         kind="orphan_offload_object",
-        severity="warning",
         component="offload",
         action="delete_object",
         ledger_id=ledger_id,
@@ -53,8 +54,11 @@ def _orphans(objects: Column, uuid: Column, ledger_id: Column, config: AuditConf
 
 def _missing_object(e: Column, uuid: Column, layout: str, config: AuditConfig) -> Column:
     return raw_finding(
-        kind="missing_offload_object",
-        severity=F.when(F.col("bk_deleted") | ~F.col("in_bk"), F.lit("critical")).otherwise(F.lit("warning")),
+        kind=_MISSING.name,
+        # critical once BookKeeper's copy is gone too (the data is lost), else a warning
+        severity=F.when(F.col("bk_deleted") | ~F.col("in_bk"), F.lit(_MISSING.severity)).otherwise(
+            F.lit(_MISSING.other("warning"))
+        ),
         component="offload",
         action="investigate",
         ledger_id=F.col("ledger_id"),
@@ -80,7 +84,6 @@ def _missing_object(e: Column, uuid: Column, layout: str, config: AuditConfig) -
 def _not_deleted(config: AuditConfig) -> Column:
     return raw_finding(
         kind="offloaded_not_deleted",
-        severity="warning",
         component=ML_COMPONENT,
         action="load_topic",
         ledger_id=F.col("ledger_id"),
@@ -127,34 +130,18 @@ def streaming_looks() -> list[Look]:
     ]
 
 
-def offload_rules(
-    offloaded: DataFrame,
-    objects: DataFrame,
-    spots: DataFrame,
-    config: AuditConfig,
-    offload_bucket: str | None,
-    not_orphans: DataFrame | None = None,
-    *,
-    streaming: bool = True,
+def _offloaded(
+    offloaded: DataFrame, objects: DataFrame, config: AuditConfig, offload_bucket: str | None
 ) -> DataFrame:
-    """``orphan_offload_object``, ``missing_offload_object``, ``incomplete_offload``,
-    ``offloaded_not_deleted``.
-
-    ``not_orphans`` (column ``key``): objects never reported as orphans (foreign, of another
-    uuid, tagged with a cluster name while the audited cluster is unknown).
-
-    ``offloaded`` are the offloaded ledgers from ``ledger_rules`` (with their BookKeeper facts).
-    Per-ledger layout: one full outer join of ledgers and objects grouped by ``(uuid, ledger id)``,
-    then one pass. PIP-76 streaming segments: the same on ``uuid``, then per key / per ledger;
-    ``streaming=False`` (no row of ``streaming_looks``) leaves that half out.
-    """
+    """The offloaded ledgers with what the rules judge: ``complete``, ``bk_deleted``, ``in_bk``,
+    ``eligible`` (offloaded to an audited bucket) and ``due`` (past the offload deletion lag)."""
     now = config.as_of_ms
     if offload_bucket:
         audited = objects.sparkSession.range(1).select(F.array(F.lit(offload_bucket)).alias("audited"))
     else:
         audited = objects.agg(F.collect_set("bucket").alias("audited"))
     b = F.col("offload_bucket")
-    off = offloaded.crossJoin(F.broadcast(audited)).select(
+    return offloaded.crossJoin(F.broadcast(audited)).select(
         "ledger_id",
         "ref_ml",
         "ref_tenant",
@@ -177,15 +164,40 @@ def offload_rules(
             & ~false_if_null(F.col("pol_error"))
         ).alias("due"),
     )
-    if not_orphans is not None:
-        keep = not_orphans.select("key").distinct().withColumn("no_orphan", F.lit(True))
-        objects = objects.join(keep, "key", "left")
-    else:
-        objects = objects.withColumn("no_orphan", F.lit(None).cast("boolean"))
-    obj = F.struct("key", "role", "size", "last_modified_ms", "bucket", "layout", "no_orphan")
-    segments = _segments()
 
-    # Per-ledger layout (PIP-17): <uuid>-ledger-<id> and <uuid>-ledger-<id>-index.
+
+def _checked() -> Column:
+    """A managed ledger's complete offload to an audited bucket: its objects must all be there."""
+    return F.col("ml_row") & F.col("complete") & F.col("eligible")
+
+
+def _incomplete(data_key: Column, config: AuditConfig) -> Column:
+    return raw_finding(
+        kind="incomplete_offload",
+        component="offload",
+        action="investigate",
+        ledger_id=F.col("ledger_id"),
+        managed_ledger=F.col("ref_ml"),
+        object_key=data_key,
+        bytes_=F.col("obj_bytes"),
+        tenant=F.col("ref_tenant"),
+        namespace=F.col("ref_namespace"),
+        age_seconds=age_seconds(config.as_of_ms, F.col("newest_ms")),
+        owner_ml=F.col("ref_ml"),
+        evidence=F.struct(
+            "uuid",
+            F.col("present_keys").alias("keys"),
+            F.col("newest_ms").alias("newest_last_modified_ms"),
+            F.lit(config.incomplete_offload_age_s).alias("incomplete_offload_age_s"),
+        ),
+    )
+
+
+def _per_ledger(
+    off: DataFrame, objects: DataFrame, obj: Column, spots: DataFrame, config: AuditConfig
+) -> DataFrame:
+    """The per-ledger layout (PIP-17): ``<uuid>-ledger-<id>`` and ``<uuid>-ledger-<id>-index``."""
+    now = config.as_of_ms
     pl_objects = (
         objects.filter(
             F.col("uuid").isNotNull()
@@ -199,7 +211,7 @@ def offload_rules(
             F.max("last_modified_ms").alias("newest_ms"),
         )
     )
-    pl = off.filter(F.col("offload_uuid").isNotNull() & (F.size(segments) == 0)).select(
+    pl = off.filter(F.col("offload_uuid").isNotNull() & (F.size(_segments()) == 0)).select(
         "*", F.col("offload_uuid").alias("uuid"), F.lit(True).alias("ml_row")
     )
     pj = pl.join(pl_objects, ["uuid", "ledger_id"], "full_outer").crossJoin(F.broadcast(spots))
@@ -211,28 +223,8 @@ def offload_rules(
         present.alias("present_keys"),
         F.filter(expected, lambda e: ~F.array_contains(present, e["key"])).alias("absent"),
     )
-    checked = F.col("ml_row") & F.col("complete") & F.col("eligible")
-    incomplete = raw_finding(
-        kind="incomplete_offload",
-        severity="warning",
-        component="offload",
-        action="investigate",
-        ledger_id=F.col("ledger_id"),
-        managed_ledger=F.col("ref_ml"),
-        object_key=data_key,
-        bytes_=F.col("obj_bytes"),
-        tenant=F.col("ref_tenant"),
-        namespace=F.col("ref_namespace"),
-        age_seconds=age_seconds(now, F.col("newest_ms")),
-        owner_ml=F.col("ref_ml"),
-        evidence=F.struct(
-            "uuid",
-            F.col("present_keys").alias("keys"),
-            F.col("newest_ms").alias("newest_last_modified_ms"),
-            F.lit(config.incomplete_offload_age_s).alias("incomplete_offload_age_s"),
-        ),
-    )
-    per_ledger = explode_findings(
+    checked = _checked()
+    return explode_findings(
         pj,
         F.concat(
             F.when(
@@ -248,7 +240,7 @@ def offload_rules(
                     & ~F.col("complete")
                     & F.col("objects").isNotNull()
                     & (F.col("newest_ms") <= now - config.incomplete_offload_age_s * 1000),
-                    incomplete,
+                    _incomplete(data_key, config),
                 ),
                 F.when(
                     checked & F.col("in_bk") & F.col("due") & (F.size("absent") == 0), _not_deleted(config)
@@ -257,11 +249,14 @@ def offload_rules(
         ),
     )
 
-    if not streaming:
-        return per_ledger
-    # Streaming layout (PIP-76): objects <uuid> and <uuid>-index, shared by the segment's ledgers.
+
+def _streaming(
+    off: DataFrame, objects: DataFrame, obj: Column, spots: DataFrame, config: AuditConfig
+) -> DataFrame:
+    """The streaming layout (PIP-76): objects ``<uuid>`` and ``<uuid>-index``, shared by the
+    segment's ledgers."""
     st_objects = objects.filter(_streaming_object()).groupBy("uuid").agg(F.collect_list(obj).alias("objects"))
-    seg = off.filter(F.size(segments) > 0).select(
+    seg = off.filter(F.size(_segments()) > 0).select(
         "*", F.explode("offload_segments").alias("seg"), F.lit(True).alias("ml_row")
     )
     seg = seg.select("*", F.col("seg.uuid").alias("uuid"))
@@ -269,7 +264,7 @@ def offload_rules(
     uuid = F.col("uuid")
     expected = F.array(_key_role(uuid, "data"), _key_role(F.concat(uuid, F.lit("-index")), "index"))
     present = F.transform(F.coalesce("objects", F.array()), lambda o: o["key"])
-    seg_checked = checked & false_if_null(F.col("seg.complete"))
+    seg_checked = _checked() & false_if_null(F.col("seg.complete"))
     sj = sj.select(
         "*",
         present.alias("present_keys"),
@@ -303,4 +298,38 @@ def offload_rules(
     )
     st_not_deleted = per_ledger_st.filter(F.col("verified") & F.col("r.in_bk") & F.col("r.due")).select("r.*")
     st_not_deleted = st_not_deleted.select(_not_deleted(config).alias("f")).select("f.*")
-    return per_ledger.unionByName(st_orphans).unionByName(st_missing).unionByName(st_not_deleted)
+    return st_orphans.unionByName(st_missing).unionByName(st_not_deleted)
+
+
+def offload_rules(
+    offloaded: DataFrame,
+    objects: DataFrame,
+    spots: DataFrame,
+    config: AuditConfig,
+    offload_bucket: str | None,
+    not_orphans: DataFrame | None = None,
+    *,
+    streaming: bool = True,
+) -> DataFrame:
+    """``orphan_offload_object``, ``missing_offload_object``, ``incomplete_offload``,
+    ``offloaded_not_deleted``.
+
+    ``not_orphans`` (column ``key``): objects never reported as orphans (foreign, of another
+    uuid, tagged with a cluster name while the audited cluster is unknown).
+
+    ``offloaded`` are the offloaded ledgers from ``ledger_rules`` (with their BookKeeper facts).
+    Per-ledger layout: one full outer join of ledgers and objects grouped by ``(uuid, ledger id)``,
+    then one pass. PIP-76 streaming segments: the same on ``uuid``, then per key / per ledger;
+    ``streaming=False`` (no row of ``streaming_looks``) leaves that half out.
+    """
+    off = _offloaded(offloaded, objects, config, offload_bucket)
+    if not_orphans is not None:
+        keep = not_orphans.select("key").distinct().withColumn("no_orphan", F.lit(True))
+        objects = objects.join(keep, "key", "left")
+    else:
+        objects = objects.withColumn("no_orphan", F.lit(None).cast("boolean"))
+    obj = F.struct("key", "role", "size", "last_modified_ms", "bucket", "layout", "no_orphan")
+    per_ledger = _per_ledger(off, objects, obj, spots, config)
+    if not streaming:
+        return per_ledger
+    return per_ledger.unionByName(_streaming(off, objects, obj, spots, config))

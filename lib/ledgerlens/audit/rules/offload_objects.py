@@ -26,9 +26,12 @@ from pyspark.sql import functions as F
 from ledgerlens.audit.findings import age_seconds, raw_finding
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.offload.verify import RELATIVE_TO_INDEX
+from ledgerlens.report.kinds import declared
 from ledgerlens.settings.config import AuditConfig
 
 __all__ = ["ObjectVerdicts", "offload_object_rules"]
+
+_CORRUPT = declared("corrupt_offload_object")  # its rows' severity depends on the object (see _corrupt)
 
 
 def _problem(check: str, detail: Column) -> Column:
@@ -50,7 +53,7 @@ def _corrupt(
 ) -> Column:
     """A ``corrupt_offload_object`` finding of the object row in scope (key, uuid, role, size...)."""
     return raw_finding(
-        kind="corrupt_offload_object",
+        kind=_CORRUPT.name,
         severity=severity,
         component="offload",
         action="investigate",
@@ -124,34 +127,9 @@ def offload_contexts_of(offloaded: DataFrame) -> DataFrame:
     return _contexts(ml, F.col("bk_present").isNull())
 
 
-def offload_object_rules(
-    segments: DataFrame,
-    contexts: DataFrame,
-    owned_tenants: DataFrame,
-    config: AuditConfig,
-    cluster_name: str | None,
-    keep: Intermediates | None = None,
-) -> ObjectVerdicts:
-    """Findings ``corrupt_offload_object`` / ``foreign_offload_object`` and the non-orphan keys.
-
-    Parameters
-    ----------
-    segments
-        The ``offload_segments`` inventory table.
-    contexts
-        The managed ledgers' offload contexts (:func:`offload_contexts`, or
-        :func:`offload_contexts_of` the audit's offloaded ledgers): which object each references,
-        whether the offload completed, whether the BookKeeper copy still exists.
-    owned_tenants
-        One column ``tenant``: the tenants of the audited cluster.
-    cluster_name
-        The audited Pulsar cluster; None when unknown (several or no clusters in the store).
-    keep
-        The audit's intermediates: the objects joined with their references are computed once
-        there (the referenced objects' checks and the unreferenced objects' verdicts both read
-        them); None keeps the plan lazy.
-    """
-    s = segments.filter(F.col("error").isNull()).select(
+def _verified(segments: DataFrame) -> DataFrame:
+    """The verified objects (``offload_segments`` rows without error) with the columns judged here."""
+    return segments.filter(F.col("error").isNull()).select(
         "key",
         "uuid",
         F.col("ledger_id").alias("key_ledger_id"),
@@ -166,8 +144,10 @@ def offload_object_rules(
         "ledgers",
         F.coalesce("problems", F.array()).alias("problems"),
     )
-    ml = contexts
-    # who references which object: (uuid, ledger) per ledger, uuid per streaming segment
+
+
+def _references(ml: DataFrame) -> DataFrame:
+    """Who references which object: ``(uuid, ledger)`` per ledger, ``uuid`` per streaming segment."""
     per_ledger = ml.filter(F.col("offload_uuid").isNotNull()).select(
         F.col("offload_uuid").alias("uuid"),
         F.col("ledger_id").alias("key_ledger_id"),
@@ -194,27 +174,18 @@ def offload_object_rules(
             "only_copy",
         )
     )
-    refs = per_ledger.unionByName(streaming)
-    joined = s.join(
-        refs,
-        (s["uuid"] == refs["uuid"])
-        & (s["layout"] == refs["layout"])
-        & (
-            (s["key_ledger_id"] == refs["key_ledger_id"])
-            | (s["key_ledger_id"].isNull() & refs["key_ledger_id"].isNull())
-        ),
-        "left",
-    ).drop(refs["uuid"], refs["layout"], refs["key_ledger_id"])
-    if keep is not None:
-        joined = keep.keep(joined, measure=False)
+    return per_ledger.unionByName(streaming)
 
-    # --- referenced objects of complete offloads: every check
+
+def _context_checks() -> Column:
+    """The checks of a referenced object against the managed ledger that references it (an array of
+    ``_problem`` structs, null where a check passes)."""
     led = F.filter(F.coalesce("ledgers", F.array()), lambda x: x["ledger_id"] == F.col("ref_ledger_id"))
     one = F.try_element_at(led, F.lit(1))
     is_index = F.col("role") == "index"
     v1 = is_index & (F.col("index_version") == 1)
     v2 = is_index & (F.col("index_version") == 2)
-    checks = F.array(
+    return F.array(
         F.when(
             v1 & F.col("ref_entries").isNotNull() & (one["entries"] != F.col("ref_entries")),
             _problem(
@@ -270,9 +241,13 @@ def offload_object_rules(
             ),
         ),
     )
+
+
+def _referenced_corrupt(joined: DataFrame, config: AuditConfig) -> DataFrame:
+    """``corrupt_offload_object`` of the referenced objects of complete offloads: every check."""
     per_key = (
         joined.filter(F.col("ref_ml").isNotNull() & F.col("complete"))
-        .select("*", F.filter(checks, lambda p: p.isNotNull()).alias("ctx_problems"))
+        .select("*", F.filter(_context_checks(), lambda p: p.isNotNull()).alias("ctx_problems"))
         .groupBy("key")
         .agg(
             F.first("problems").alias("problems"),
@@ -310,10 +285,13 @@ def offload_object_rules(
         .otherwise(F.col("all_problems"))
         .alias("all_problems"),
     ).filter(F.size("all_problems") > 0)
-    corrupt_ref = referenced.select(
+    return referenced.select(
         _corrupt(
             config,
-            severity=F.when(F.col("only_copy") == 1, F.lit("critical")).otherwise(F.lit("warning")),
+            # critical when the object is the only copy of its data (BookKeeper's is gone)
+            severity=F.when(F.col("only_copy") == 1, F.lit(_CORRUPT.severity)).otherwise(
+                F.lit(_CORRUPT.other("warning"))
+            ),
             ledger_id=F.col("ref.ref_ledger_id"),
             managed_ledger=F.col("ref.ref_ml"),
             problems=F.col("all_problems"),
@@ -321,17 +299,10 @@ def offload_object_rules(
         ).alias("f")
     ).select("f.*")
 
-    # --- unreferenced objects: another cluster's (by name), then of another uuid, then of a tenant
-    #     the audited cluster does not own
-    unref = joined.filter(F.col("ref_ml").isNull()).select(*s.columns).dropDuplicates(["key"])
-    tagged = F.col("cluster_name").isNotNull()
-    if cluster_name is None:
-        other_cluster = F.lit(False)
-        unknown = tagged
-    else:
-        other_cluster = tagged & (F.col("cluster_name") != F.lit(cluster_name))
-        unknown = F.lit(False)
-    unref = unref.select("*", other_cluster.alias("other_cluster"), unknown.alias("unknown_cluster"))
+
+def _of_another_uuid(mine: DataFrame, ml: DataFrame) -> DataFrame:
+    """The unreferenced objects of this cluster's ledgers whose complete (or maybe complete) offload
+    context names another uuid, joined with that context (``ctx_ledger_id``, ``ctx_ml``, ``ctx_uuid``)."""
     # a context whose completion is unknown (admin API) may be complete: an object of another uuid is
     # then never an orphan (corrupt_offload_object, as for a complete one)
     ctx = ml.filter(
@@ -341,8 +312,7 @@ def offload_object_rules(
         F.col("managed_ledger").alias("ctx_ml"),
         F.col("offload_uuid").alias("ctx_uuid"),
     )
-    mine = unref.filter(~F.col("other_cluster") & ~F.col("unknown_cluster"))
-    mism = mine.join(
+    return mine.join(
         ctx,
         (mine["layout"] == "ledger")
         & (mine["key_ledger_id"] == ctx["ctx_ledger_id"])
@@ -350,6 +320,10 @@ def offload_object_rules(
         & (mine["uuid"] != ctx["ctx_uuid"]),
         "inner",
     )
+
+
+def _uuid_corrupt(mism: DataFrame, config: AuditConfig) -> DataFrame:
+    """``corrupt_offload_object`` (a warning: the ``uuid`` check) of each object of another uuid."""
     uuid_problem = _problem(
         "uuid",
         F.format_string(
@@ -359,10 +333,10 @@ def offload_object_rules(
             F.col("uuid"),
         ),
     )
-    corrupt_uuid = mism.select(
+    return mism.select(
         _corrupt(
             config,
-            severity=F.lit("warning"),
+            severity=F.lit(_CORRUPT.other("warning")),
             ledger_id=F.col("ctx_ledger_id"),
             managed_ledger=F.col("ctx_ml"),
             problems=F.array(uuid_problem),
@@ -370,19 +344,17 @@ def offload_object_rules(
         ).alias("f")
     ).select("f.*")
 
-    rest = unref.join(mism.select("key"), "key", "left_anti")
-    tenants = owned_tenants.select(F.col("tenant").alias("_owned")).distinct()
-    rest = rest.select("*", _ml_tenant(F.col("meta_ml")).alias("meta_tenant"))
-    rest = rest.join(F.broadcast(tenants), rest["meta_tenant"] == tenants["_owned"], "left")
+
+def _foreign(
+    rest: DataFrame, other_tenant: Column, config: AuditConfig, cluster_name: str | None
+) -> DataFrame:
+    """``foreign_offload_object`` of ``rest``'s objects of another cluster or an unowned tenant."""
     other_cluster = F.col("other_cluster")
-    unknown = F.col("unknown_cluster")
-    other_tenant = ~other_cluster & ~unknown & F.col("meta_ml").isNotNull() & F.col("_owned").isNull()
-    foreign = (
+    return (
         rest.filter(other_cluster | other_tenant)
         .select(
             raw_finding(
                 kind="foreign_offload_object",
-                severity="info",
                 component="offload",
                 action="none",
                 ledger_id=F.col("key_ledger_id"),
@@ -404,9 +376,81 @@ def offload_object_rules(
         )
         .select("f.*")
     )
+
+
+def _unreferenced(
+    unref: DataFrame, ml: DataFrame, owned_tenants: DataFrame, config: AuditConfig, cluster_name: str | None
+) -> ObjectVerdicts:
+    """The unreferenced objects: another cluster's (by name), then of another uuid, then of a tenant
+    the audited cluster does not own."""
+    tagged = F.col("cluster_name").isNotNull()
+    if cluster_name is None:
+        other_cluster = F.lit(False)
+        unknown = tagged
+    else:
+        other_cluster = tagged & (F.col("cluster_name") != F.lit(cluster_name))
+        unknown = F.lit(False)
+    unref = unref.select("*", other_cluster.alias("other_cluster"), unknown.alias("unknown_cluster"))
+    mism = _of_another_uuid(unref.filter(~F.col("other_cluster") & ~F.col("unknown_cluster")), ml)
+
+    rest = unref.join(mism.select("key"), "key", "left_anti")
+    tenants = owned_tenants.select(F.col("tenant").alias("_owned")).distinct()
+    rest = rest.select("*", _ml_tenant(F.col("meta_ml")).alias("meta_tenant"))
+    rest = rest.join(F.broadcast(tenants), rest["meta_tenant"] == tenants["_owned"], "left")
+    other_cluster = F.col("other_cluster")
+    unknown = F.col("unknown_cluster")
+    other_tenant = ~other_cluster & ~unknown & F.col("meta_ml").isNotNull() & F.col("_owned").isNull()
     not_orphans = (
         mism.select("key")
         .unionByName(rest.filter(other_cluster | other_tenant | unknown).select("key"))
         .distinct()
     )
-    return ObjectVerdicts(corrupt_ref.unionByName(corrupt_uuid).unionByName(foreign), not_orphans)
+    findings = _uuid_corrupt(mism, config).unionByName(_foreign(rest, other_tenant, config, cluster_name))
+    return ObjectVerdicts(findings, not_orphans)
+
+
+def offload_object_rules(
+    segments: DataFrame,
+    contexts: DataFrame,
+    owned_tenants: DataFrame,
+    config: AuditConfig,
+    cluster_name: str | None,
+    keep: Intermediates | None = None,
+) -> ObjectVerdicts:
+    """Findings ``corrupt_offload_object`` / ``foreign_offload_object`` and the non-orphan keys.
+
+    Parameters
+    ----------
+    segments
+        The ``offload_segments`` inventory table.
+    contexts
+        The managed ledgers' offload contexts (:func:`offload_contexts`, or
+        :func:`offload_contexts_of` the audit's offloaded ledgers): which object each references,
+        whether the offload completed, whether the BookKeeper copy still exists.
+    owned_tenants
+        One column ``tenant``: the tenants of the audited cluster.
+    cluster_name
+        The audited Pulsar cluster; None when unknown (several or no clusters in the store).
+    keep
+        The audit's intermediates: the objects joined with their references are computed once
+        there (the referenced objects' checks and the unreferenced objects' verdicts both read
+        them); None keeps the plan lazy.
+    """
+    s = _verified(segments)
+    refs = _references(contexts)
+    joined = s.join(
+        refs,
+        (s["uuid"] == refs["uuid"])
+        & (s["layout"] == refs["layout"])
+        & (
+            (s["key_ledger_id"] == refs["key_ledger_id"])
+            | (s["key_ledger_id"].isNull() & refs["key_ledger_id"].isNull())
+        ),
+        "left",
+    ).drop(refs["uuid"], refs["layout"], refs["key_ledger_id"])
+    if keep is not None:
+        joined = keep.keep(joined, measure=False)
+    corrupt_ref = _referenced_corrupt(joined, config)
+    unref = joined.filter(F.col("ref_ml").isNull()).select(*s.columns).dropDuplicates(["key"])
+    rest = _unreferenced(unref, contexts, owned_tenants, config, cluster_name)
+    return ObjectVerdicts(corrupt_ref.unionByName(rest.findings), rest.not_orphans)

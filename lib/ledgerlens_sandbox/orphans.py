@@ -26,7 +26,7 @@ from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.paths import ledger_path
-from ledgerlens.sandbox import wire
+from ledgerlens_sandbox import wire
 
 FIRST_ID = 50_000_000  # far above what a sandbox broker allocates
 
@@ -55,7 +55,7 @@ def fabricate(
     seed: int = 0,
 ) -> Orphans:
     """Write ``ledgers`` orphan ledger znodes and ``copies`` orphan offload copies (data + index)."""
-    from ledgerlens.sandbox.cluster import write_znodes
+    from ledgerlens_sandbox.cluster import write_znodes
 
     ctime = int(time.time() * 1000) - 3600_000 if ctime_ms is None else ctime_ms
     custom = {"application": "pulsar", "component": "managed-ledger", "pulsar/managed-ledger": managed_ledger}

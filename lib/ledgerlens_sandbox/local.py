@@ -4,10 +4,10 @@
 cluster and ``<workdir>/ground_truth.json``; ``down`` stops exactly the recorded processes. Each step
 may run in a different process::
 
-    python -m ledgerlens.sandbox.local up --workdir /tmp/sbx
-    python -m ledgerlens.sandbox.local seed --workdir /tmp/sbx --scenario planted
-    python -m ledgerlens.sandbox.local status --workdir /tmp/sbx
-    python -m ledgerlens.sandbox.local down --workdir /tmp/sbx
+    python -m ledgerlens_sandbox.local up --workdir /tmp/sbx
+    python -m ledgerlens_sandbox.local seed --workdir /tmp/sbx --scenario planted
+    python -m ledgerlens_sandbox.local status --workdir /tmp/sbx
+    python -m ledgerlens_sandbox.local down --workdir /tmp/sbx
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import SandboxError
-from ledgerlens.sandbox import cluster
-from ledgerlens.sandbox.servers import S3Server, ZooKeeperServer, pid_alive, stop_pid
+from ledgerlens_sandbox import cluster
+from ledgerlens_sandbox.servers import S3Server, ZooKeeperServer, pid_alive, stop_pid
 
 DEFAULT_BUCKET = "ledgerlens-offload"
 _ZK_MARK = "ZooKeeperServerMain"
@@ -141,7 +141,7 @@ class LocalSandbox:
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``up|seed|status|down --workdir DIR``; prints JSON."""
     parser = argparse.ArgumentParser(
-        prog="python -m ledgerlens.sandbox.local", description=__doc__.split("\n")[0]
+        prog="python -m ledgerlens_sandbox.local", description=__doc__.split("\n")[0]
     )
     parser.add_argument("command", choices=("up", "seed", "status", "down"))
     parser.add_argument("--workdir", required=True, type=Path)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from ledgerlens.errors import SandboxError
-from ledgerlens.sandbox.servers import _Server, free_port, maven_jars
+from ledgerlens_sandbox.servers import _Server, free_port, maven_jars
 
 __all__ = ["KAFKA_LOCK", "KAFKA_VERSION", "KafkaBroker", "kafka_jars"]
 

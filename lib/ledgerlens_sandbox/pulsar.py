@@ -9,7 +9,7 @@ what ``up()`` started, also from another process.
 
 Command line::
 
-    python -m ledgerlens.sandbox.pulsar up|seed|plant|restore-s3|status|down --workdir DIR
+    python -m ledgerlens_sandbox.pulsar up|seed|plant|restore-s3|status|down --workdir DIR
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import SandboxError
-from ledgerlens.sandbox.servers import _tail, free_port, pid_alive, stop_pid
 from ledgerlens.settings.config import cache_dir
+from ledgerlens_sandbox.servers import _tail, free_port, pid_alive, stop_pid
 
 PULSAR_VERSION = "4.0.8"
 CLUSTER = "standalone"
@@ -408,7 +408,7 @@ class PulsarSandbox:
             raise
 
     def _start_s3(self, state: dict[str, Any]) -> None:
-        from ledgerlens.sandbox.servers import S3Server
+        from ledgerlens_sandbox.servers import S3Server
 
         server = S3Server(self.workdir / "s3", port=state["ports"]["s3"])
         server.start(timeout=60)
@@ -434,7 +434,7 @@ class PulsarSandbox:
         cmd = [
             sys.executable,
             "-m",
-            "ledgerlens.sandbox.pulsar",
+            "ledgerlens_sandbox.pulsar",
             "_s3relay",
             "--listen",
             str(port),
@@ -729,7 +729,7 @@ def _relay_main(listen: int, target: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``up|seed|plant|restore-s3|status|down --workdir DIR``; prints JSON."""
-    parser = argparse.ArgumentParser(prog="python -m ledgerlens.sandbox.pulsar")
+    parser = argparse.ArgumentParser(prog="python -m ledgerlens_sandbox.pulsar")
     parser.add_argument(
         "command", choices=["up", "seed", "plant", "restore-s3", "status", "down", "_s3relay"]
     )
@@ -747,15 +747,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             result = box.up(timeout=args.timeout)
         elif args.command == "seed":
-            from ledgerlens.sandbox.seed import seed
+            from ledgerlens_sandbox.seed import seed
 
             result = seed(box.state())
         elif args.command == "plant":
-            from ledgerlens.sandbox.failures import plant
+            from ledgerlens_sandbox.failures import plant
 
             result = plant(box.state())
         elif args.command == "restore-s3":
-            from ledgerlens.sandbox.failures import restore_s3
+            from ledgerlens_sandbox.failures import restore_s3
 
             restore_s3(box.state())
             result = box.status()

@@ -31,6 +31,7 @@ ahead of the clock) to get them. Near the threshold :func:`generate` refuses.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -40,13 +41,14 @@ import uuid as uuidlib
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from typing import Any
 
 from ledgerlens.inventory.schemas import FINDING_KEYS
 from ledgerlens.proto import bookkeeper_pb2 as bk
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.proto import schema_storage_pb2 as schpb
-from ledgerlens.sandbox import wire
+from ledgerlens_sandbox import wire
 
 MINUTE = 60_000
 HOUR = 60 * MINUTE
@@ -489,8 +491,25 @@ class _Cluster:
     def expect(self, kind: str, severity: str, **cols: Any) -> None:
         self.expected.append(_finding(kind, severity, **cols))
 
+    def expect_listed(self, group: str) -> None:
+        """Expect the findings ``expected.json`` lists for planted ``group`` (its paths: below ``root``)."""
+        for listed in _listed_expectations()[group]:
+            cols = dict(listed, path=self.root + listed["path"])
+            if cols["path"] not in self.nodes:
+                raise ValueError(f"expected.json, {group}: the generator wrote no {cols['path']}")
+            self.expect(**cols)
+
     def control(self, what: str, **cols: Any) -> None:
         self.controls.append({"control": what, **cols})
+
+
+@functools.cache
+def _listed_expectations() -> dict[str, list[dict[str, Any]]]:
+    """``expected.json``: the planted findings no drawn ledger id or uuid enters, by planted group."""
+    listed: dict[str, list[dict[str, Any]]] = json.loads(
+        resources.files("ledgerlens_sandbox").joinpath("expected.json").read_text()
+    )
+    return listed
 
 
 def _closed_series(
@@ -551,15 +570,26 @@ def _underreplicated(c: _Cluster, ledger_id: int) -> None:
 
 
 def _healthy(c: _Cluster) -> dict[str, Any]:
-    now = c.now
+    """The healthy cluster, namespace by namespace; returns the names :func:`_planted` builds on."""
     ctx: dict[str, Any] = {}
     _bookkeeper_special(c)
     c.put(f"{c.root}/admin/clusters/{CLUSTER}", json.dumps({"serviceUrl": "http://127.0.0.1:8080"}).encode())
     for tenant in ("acme", "public", "iot", "legacy"):
         info = {"adminRoles": [], "allowedClusters": [CLUSTER]}
         c.put(f"{c.root}/admin/policies/{tenant}", json.dumps(info).encode())
+    # in this order: ledger ids and offload uuids are drawn in turn
+    _acme_orders(c, ctx)
+    _acme_payments(c, ctx)
+    _delayed_jobs(c, ctx)
+    _public_default(c)
+    _iot_sensors(c)
+    _legacy(c)
+    return ctx
 
-    # acme/orders: 7 days / 10 GB retention; partitioned topic, URL-encoded names, schemas.
+
+def _acme_orders(c: _Cluster, ctx: dict[str, Any]) -> None:
+    """acme/orders: 7 days / 10 GB retention; partitioned topic, URL-encoded names, schemas."""
+    now = c.now
     c.namespace("acme/orders", _policies(retention=(7 * 24 * 60, 10240)))
     c.put(
         f"{c.root}/admin/partitioned-topics/acme/orders/persistent/order-events",
@@ -614,7 +644,10 @@ def _healthy(c: _Cluster) -> dict[str, Any]:
     leds = _closed_series(c, 1, first_ts=now - 20 * HOUR, step=4 * HOUR, last_open_ctime=now - 16 * HOUR)
     c.topic(topic, leds, [Cursor("grafana", (leds[0].ledger_id, 5), now - 2 * MINUTE)])
 
-    # acme/payments: infinite retention, offload to S3 with a 1 h deletion lag, compaction, delayed buckets.
+
+def _acme_payments(c: _Cluster, ctx: dict[str, Any]) -> None:
+    """acme/payments: infinite retention, offload to S3 with a 1 h deletion lag, compaction."""
+    now = c.now
     c.namespace(
         "acme/payments",
         _policies(retention=(-1, -1), offload_lag_ms=HOUR, bucket=c.bucket, endpoint=c.endpoint),
@@ -685,6 +718,10 @@ def _healthy(c: _Cluster) -> dict[str, Any]:
     ctx["payments"] = name
     ctx["compacted_topic"] = topic
 
+
+def _delayed_jobs(c: _Cluster, ctx: dict[str, Any]) -> None:
+    """acme/payments/delayed-jobs: a cursor's delayed-index buckets (PIP-195)."""
+    now = c.now
     topic = "persistent://acme/payments/delayed-jobs"
     name = wire.managed_ledger_name(topic)
     leds = _closed_series(c, 2, first_ts=now - 2 * DAY, step=DAY, last_open_ctime=now - 4 * HOUR)
@@ -722,7 +759,10 @@ def _healthy(c: _Cluster) -> dict[str, Any]:
     )
     ctx["delayed_topic"] = topic
 
-    # public/default: no retention policy (broker defaults 0/0) -> nothing may be consumed and old.
+
+def _public_default(c: _Cluster) -> None:
+    """public/default: no retention policy (broker defaults 0/0) -> nothing may be consumed and old."""
+    now = c.now
     c.namespace("public/default", _policies(retention=None))
     c.topic("persistent://public/default/fresh-topic", [], [Cursor("first-sub", (-1, -1), now - MINUTE)])
     leds = _closed_series(c, 0, first_ts=now, step=HOUR, last_open_ctime=now - 30 * MINUTE)
@@ -734,7 +774,10 @@ def _healthy(c: _Cluster) -> dict[str, Any]:
         [Cursor("kitchen display", (leds[0].ledger_id, -1), now - 20 * MINUTE)],
     )
 
-    # iot/sensors: long ledger ids, 1-day retention, backlog not consumed.
+
+def _iot_sensors(c: _Cluster) -> None:
+    """iot/sensors: long ledger ids, 1-day retention, backlog not consumed."""
+    now = c.now
     c.namespace("iot/sensors", _policies(retention=(1440, -1)))
     c.put(
         f"{c.root}/admin/partitioned-topics/iot/sensors/persistent/temperature",
@@ -760,7 +803,10 @@ def _healthy(c: _Cluster) -> dict[str, Any]:
         if p == 0:
             _underreplicated(c, leds[1].ledger_id)
 
-    # legacy/us-west/app: a v1 (cluster) namespace; pre-2019 ledgers (v1/v2 metadata, no custom metadata).
+
+def _legacy(c: _Cluster) -> None:
+    """legacy/us-west/app: a v1 (cluster) namespace; pre-2019 ledgers (v1/v2 metadata, no custom metadata)."""
+    now = c.now
     c.namespace("legacy/us-west/app", _policies(retention=(-1, -1)))
     topic = "persistent://legacy/us-west/app/clicks"
     old = now - 900 * DAY
@@ -782,57 +828,78 @@ def _healthy(c: _Cluster) -> dict[str, Any]:
         managed_ledger=name,
         note="v2 metadata without custom metadata, ctime 899 days ago; referenced",
     )
-    return ctx
 
 
 # --- anomalies and controls -----------------------------------------------------------------------
 
 
+PLANTED_AGE = 5 * DAY  # how old the planted orphan and corrupt ledgers are
+
+
 def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
-    now = c.now
-    old = now - 5 * DAY
+    """The anomalies and controls planted on top of :func:`_healthy`, one group at a time.
 
-    def orphan(
-        ledger_id: int,
-        component: str,
-        custom: Mapping[str, str | bytes],
-        ml: str | None,
-        cursor: str | None = None,
-    ) -> None:
-        c.bk_ledger(ledger_id, ctime_ms=old, entries=100, size=100 * 300, custom=custom)
-        c.expect(
-            "orphan_ledger",
-            "warning",
-            component=component,
-            ledger_id=ledger_id,
-            managed_ledger=ml,
-            cursor=cursor,
-            path=c.ledger_path(ledger_id),
-        )
+    In this order: ledger ids and offload uuids are drawn in turn. The expected findings that no
+    drawn id enters are data: ``expected.json`` (see :meth:`_Cluster.expect_listed`).
+    """
+    _plant_orphans(c, ctx)
+    _plant_missing(c)
+    _plant_offload_trouble(c)
+    _plant_overdue(c)
+    _plant_corrupt_managed_ledgers(c, ctx)
+    _plant_corrupt_bookkeeper(c, ctx)
+    _plant_emptied(c)
+    _plant_last(c, ctx)
 
-    # orphan_ledger, one per component.
+
+def _orphan(
+    c: _Cluster,
+    ledger_id: int,
+    component: str,
+    custom: Mapping[str, str | bytes],
+    ml: str | None,
+    cursor: str | None = None,
+) -> None:
+    """An old, unreferenced ledger of ``component``: an ``orphan_ledger``."""
+    c.bk_ledger(ledger_id, ctime_ms=c.now - PLANTED_AGE, entries=100, size=100 * 300, custom=custom)
+    c.expect(
+        "orphan_ledger",
+        "warning",
+        component=component,
+        ledger_id=ledger_id,
+        managed_ledger=ml,
+        cursor=cursor,
+        path=c.ledger_path(ledger_id),
+    )
+
+
+def _plant_orphans(c: _Cluster, ctx: Mapping[str, Any]) -> None:
+    """orphan_ledger, one per component; unattributed_ledger."""
     live = ctx["order_events"][0]
-    orphan(c.new_id(), "managed-ledger", c.ml_custom(live), live)
+    _orphan(c, c.new_id(), "managed-ledger", c.ml_custom(live), live)
     gone = "acme/orders/persistent/deleted-topic"
-    orphan(c.new_id(), "managed-ledger", c.ml_custom(gone), gone)
-    orphan(c.new_id(long=True), "managed-ledger", c.ml_custom(gone), gone)
+    _orphan(c, c.new_id(), "managed-ledger", c.ml_custom(gone), gone)
+    _orphan(c, c.new_id(long=True), "managed-ledger", c.ml_custom(gone), gone)
     stale_cursor_ml = ctx["order_events"][1]
-    orphan(
+    _orphan(
+        c,
         c.new_id(),
         "cursor",
         c.ml_custom(stale_cursor_ml, "order-processor"),
         stale_cursor_ml,
         cursor="order-processor",
     )
-    orphan(c.new_id(), "cursor", c.ml_custom(gone, "orphaned-sub"), gone, cursor="orphaned-sub")
-    orphan(
+    _orphan(c, c.new_id(), "cursor", c.ml_custom(gone, "orphaned-sub"), gone, cursor="orphaned-sub")
+    _orphan(
+        c,
         c.new_id(),
         "schema",
         {"application": "pulsar", "component": "schema", "pulsar/schemaId": "acme/orders/user+signups"},
         None,
     )
     dtopic = ctx["delayed_topic"]
-    orphan(
+    _orphan(
+        c,
         c.new_id(),
         "delayed-index-bucket",
         {
@@ -846,7 +913,8 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
         cursor="scheduler",
     )
     ctopic = ctx["compacted_topic"]
-    orphan(
+    _orphan(
+        c,
         c.new_id(),
         "compacted-ledger",
         {
@@ -861,10 +929,13 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
     # unattributed_ledger: no custom metadata (pre-2019) and another application's ledger.
     for custom in ({}, {"application": "distributedlog", "component": "log-segment"}):
         lid = c.new_id()
-        c.bk_ledger(lid, ctime_ms=now - 400 * DAY, entries=10, size=4096, custom=custom)
+        c.bk_ledger(lid, ctime_ms=c.now - 400 * DAY, entries=10, size=4096, custom=custom)
         c.expect("unattributed_ledger", "info", ledger_id=lid, path=c.ledger_path(lid))
 
-    # missing_ledger: data ledger, cursor ledger and schema ledger referenced but absent.
+
+def _plant_missing(c: _Cluster) -> None:
+    """missing_ledger: data ledger, cursor ledger and schema ledger referenced but absent."""
+    now = c.now
     topic = "persistent://acme/orders/lost-data"
     name = wire.managed_ledger_name(topic)
     leds = _closed_series(c, 3, first_ts=now - 3 * DAY, step=DAY, last_open_ctime=now - 2 * HOUR)
@@ -906,101 +977,116 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
         path=f"{c.root}/schemas/{sid}",
     )
 
-    # Offload anomalies on one topic (acme/payments: offload deletion lag 1 h).
+
+def _with_offload(led: Ledger, off: Offload, in_bk: bool = True) -> Ledger:
+    return Ledger(
+        led.ledger_id, led.entries, led.size, led.timestamp_ms, led.ctime_ms, in_bk=in_bk, offload=off
+    )
+
+
+def _plant_offload_trouble(c: _Cluster) -> None:
+    """Offload anomalies on one topic (acme/payments: offload deletion lag 1 h)."""
+    now = c.now
     topic = "persistent://acme/payments/offload-trouble"
     name = wire.managed_ledger_name(topic)
     base = _closed_series(c, 6, first_ts=now - 8 * DAY, step=DAY, last_open_ctime=now - 2 * HOUR)
-
-    def with_offload(led: Ledger, off: Offload, in_bk: bool = True) -> Ledger:
-        return Ledger(
-            led.ledger_id, led.entries, led.size, led.timestamp_ms, led.ctime_ms, in_bk=in_bk, offload=off
-        )
-
     m_crit, m_warn, ond, inc, young, last = base[0], base[1], base[2], base[3], base[4], base[6]
     u_crit, u_warn, u_ond, u_inc, u_young = (c.uuid() for _ in range(5))
     leds = [
-        with_offload(m_crit, Offload(u_crit, True, True, now - 6 * DAY, write_data=False), in_bk=False),
-        with_offload(m_warn, Offload(u_warn, True, False, now - 2 * DAY, write_index=False)),
-        with_offload(ond, Offload(u_ond, True, False, now - 2 * DAY)),
-        with_offload(inc, Offload(u_inc, False, write_index=False)),
-        with_offload(young, Offload(u_young, False, write_data=not c.s3_aged, write_index=not c.s3_aged)),
+        _with_offload(m_crit, Offload(u_crit, True, True, now - 6 * DAY, write_data=False), in_bk=False),
+        _with_offload(m_warn, Offload(u_warn, True, False, now - 2 * DAY, write_index=False)),
+        _with_offload(ond, Offload(u_ond, True, False, now - 2 * DAY)),
+        _with_offload(inc, Offload(u_inc, False, write_index=False)),
+        _with_offload(young, Offload(u_young, False, write_data=not c.s3_aged, write_index=not c.s3_aged)),
         base[5],
         last,
     ]
     c.topic(topic, leds, [Cursor("archiver", (leds[0].ledger_id, -1), now - 10 * MINUTE)], codec="LZ4")
-    if c.bucket is not None:
+    if c.bucket is None:
+        return
+    c.expect(
+        "missing_offload_object",
+        "critical",
+        component="offload",
+        ledger_id=m_crit.ledger_id,
+        managed_ledger=name,
+        path=c.ml_path(name),
+        object_key=wire.offload_data_key(u_crit, m_crit.ledger_id),
+    )
+    c.expect(
+        "missing_offload_object",
+        "warning",
+        component="offload",
+        ledger_id=m_warn.ledger_id,
+        managed_ledger=name,
+        path=c.ml_path(name),
+        object_key=wire.offload_index_key(u_warn, m_warn.ledger_id),
+    )
+    c.expect(
+        "offloaded_not_deleted",
+        "warning",
+        component="managed-ledger",
+        ledger_id=ond.ledger_id,
+        managed_ledger=name,
+        path=c.ml_path(name),
+    )
+    c.control(
+        "offloaded_not_deleted_suppressed",
+        ledger_id=m_warn.ledger_id,
+        managed_ledger=name,
+        note="complete, BookKeeper copy present past the lag, but its index object is missing",
+    )
+    _plant_offload_by_age(c, name, ond=ond, inc=inc, young=young, u_inc=u_inc, u_young=u_young)
+
+
+def _plant_offload_by_age(
+    c: _Cluster, name: str, *, ond: Ledger, inc: Ledger, young: Ledger, u_inc: str, u_young: str
+) -> None:
+    """What the offload-trouble topic's objects amount to: aged (findings) or young (controls)."""
+    if c.s3_aged:
         c.expect(
-            "missing_offload_object",
-            "critical",
-            component="offload",
-            ledger_id=m_crit.ledger_id,
-            managed_ledger=name,
-            path=c.ml_path(name),
-            object_key=wire.offload_data_key(u_crit, m_crit.ledger_id),
-        )
-        c.expect(
-            "missing_offload_object",
+            "incomplete_offload",
             "warning",
             component="offload",
-            ledger_id=m_warn.ledger_id,
+            ledger_id=inc.ledger_id,
             managed_ledger=name,
             path=c.ml_path(name),
-            object_key=wire.offload_index_key(u_warn, m_warn.ledger_id),
+            object_key=wire.offload_data_key(u_inc, inc.ledger_id),
         )
-        c.expect(
-            "offloaded_not_deleted",
-            "warning",
-            component="managed-ledger",
-            ledger_id=ond.ledger_id,
-            managed_ledger=name,
-            path=c.ml_path(name),
-        )
-        c.control(
-            "offloaded_not_deleted_suppressed",
-            ledger_id=m_warn.ledger_id,
-            managed_ledger=name,
-            note="complete, BookKeeper copy present past the lag, but its index object is missing",
-        )
-        if c.s3_aged:
+        # Objects of an earlier, abandoned offload attempt of ledger `ond`: the offload context
+        # names another uuid, so the uuid check fails (the broker reads only the context's uuid).
+        u_orphan = c.uuid()
+        md = c.closed_metadata(ond, c.ml_custom(name))
+        for key in c.offload_objects(name, ond, md, u_orphan, data=True, index=True):
             c.expect(
-                "incomplete_offload",
+                "corrupt_offload_object",
                 "warning",
                 component="offload",
-                ledger_id=inc.ledger_id,
+                ledger_id=ond.ledger_id,
                 managed_ledger=name,
                 path=c.ml_path(name),
-                object_key=wire.offload_data_key(u_inc, inc.ledger_id),
+                object_key=key,
             )
-            # Objects of an earlier, abandoned offload attempt of ledger `ond`: the offload context
-            # names another uuid, so the uuid check fails (the broker reads only the context's uuid).
-            u_orphan = c.uuid()
-            md = c.closed_metadata(ond, c.ml_custom(name))
-            for key in c.offload_objects(name, ond, md, u_orphan, data=True, index=True):
-                c.expect(
-                    "corrupt_offload_object",
-                    "warning",
-                    component="offload",
-                    ledger_id=ond.ledger_id,
-                    managed_ledger=name,
-                    path=c.ml_path(name),
-                    object_key=key,
-                )
-            c.control("in_progress_offload_without_objects", ledger_id=young.ledger_id, managed_ledger=name)
-        else:
-            c.control(
-                "young_incomplete_offload",
-                ledger_id=young.ledger_id,
-                managed_ledger=name,
-                object_key=wire.offload_data_key(u_young, young.ledger_id),
-            )
-            c.control(
-                "young_incomplete_offload",
-                ledger_id=inc.ledger_id,
-                managed_ledger=name,
-                object_key=wire.offload_data_key(u_inc, inc.ledger_id),
-                note="objects written now are younger than incomplete_offload_age",
-            )
+        c.control("in_progress_offload_without_objects", ledger_id=young.ledger_id, managed_ledger=name)
+    else:
+        c.control(
+            "young_incomplete_offload",
+            ledger_id=young.ledger_id,
+            managed_ledger=name,
+            object_key=wire.offload_data_key(u_young, young.ledger_id),
+        )
+        c.control(
+            "young_incomplete_offload",
+            ledger_id=inc.ledger_id,
+            managed_ledger=name,
+            object_key=wire.offload_data_key(u_inc, inc.ledger_id),
+            note="objects written now are younger than incomplete_offload_age",
+        )
 
+
+def _plant_overdue(c: _Cluster) -> None:
+    """retention_overdue, open_ledger_overdue, inactive_cursor."""
+    now = c.now
     # retention_overdue: 60 min retention, two consumed old ledgers still kept.
     c.namespace("acme/short-retention", _policies(retention=(60, 100)))
     topic = "persistent://acme/short-retention/billing-events"
@@ -1043,16 +1129,12 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
             Cursor("live-reader", (leds[2].ledger_id, 3), now - MINUTE),
         ],
     )
-    c.expect(
-        "inactive_cursor",
-        "warning",
-        component="cursor",
-        managed_ledger=name,
-        cursor="stale-reader",
-        path=c.cursor_path(name, "stale-reader"),
-    )
+    c.expect_listed("overdue")  # inactive_cursor
 
-    # corrupt_metadata, managed-ledger side. Their ledgers are blind spots (controls).
+
+def _plant_corrupt_managed_ledgers(c: _Cluster, ctx: Mapping[str, Any]) -> None:
+    """corrupt_metadata, managed-ledger and cursor side. Their ledgers are blind spots (controls)."""
+    now = c.now
     topic = "persistent://acme/orders/corrupt-ml"
     name = wire.managed_ledger_name(topic)
     leds = _closed_series(c, 2, first_ts=now - 4 * DAY, step=DAY, last_open_ctime=now - HOUR)
@@ -1065,14 +1147,11 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
     truncated = good[: len(good) - 3]
     _assert_undecodable(truncated, mlpb.ManagedLedgerInfo)
     c.topic(topic, leds, [Cursor("reader", (leds[0].ledger_id, 0), now - MINUTE)], raw=truncated)
-    c.expect(
-        "corrupt_metadata", "critical", component="managed-ledger", managed_ledger=name, path=c.ml_path(name)
-    )
     for led in leds:
         c.control("blind_spot_ledger", ledger_id=led.ledger_id, managed_ledger=name)
     # A ledger of that managed ledger that no list references any more: still a blind spot.
     hidden = c.new_id()
-    c.bk_ledger(hidden, ctime_ms=old, entries=10, size=3000, custom=c.ml_custom(name))
+    c.bk_ledger(hidden, ctime_ms=now - PLANTED_AGE, entries=10, size=3000, custom=c.ml_custom(name))
     c.control("blind_spot_ledger", ledger_id=hidden, managed_ledger=name, note="unreferenced, old")
 
     topic = "persistent://acme/payments/bad-envelope"
@@ -1087,9 +1166,6 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
     ).SerializeToString()
     bad = struct.pack(">hi", wire.ENVELOPE_MAGIC, len(meta)) + meta + wire.compress("LZ4", payload)
     c.topic(topic, leds, raw=bad)  # says ZSTD, holds an LZ4 block
-    c.expect(
-        "corrupt_metadata", "critical", component="managed-ledger", managed_ledger=name, path=c.ml_path(name)
-    )
     for led in leds:
         c.control("blind_spot_ledger", ledger_id=led.ledger_id, managed_ledger=name)
 
@@ -1098,16 +1174,12 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
     raw = b"\x08\xe8\x07\x10" + b"\xff" * 3  # cursorsLedgerId=1000, then a truncated varint
     _assert_undecodable(raw, mlpb.ManagedCursorInfo)
     c.cursor(name, Cursor("broken-sub", (0, 0), 0, raw=raw))
-    c.expect(
-        "corrupt_metadata",
-        "critical",
-        component="cursor",
-        managed_ledger=name,
-        cursor="broken-sub",
-        path=c.cursor_path(name, "broken-sub"),
-    )
+    c.expect_listed("corrupt_managed_ledgers")  # corrupt-ml, bad-envelope, broken-sub
 
-    # corrupt_metadata, BookKeeper side (unreferenced ledgers, component null).
+
+def _plant_corrupt_bookkeeper(c: _Cluster, ctx: Mapping[str, Any]) -> None:
+    """corrupt_metadata and unreadable_metadata, BookKeeper side (unreferenced ledgers, component null)."""
+
     def bk_corrupt(
         lid: int, data: bytes, acl: list[Any] | None = None, kind: str = "corrupt_metadata"
     ) -> None:
@@ -1127,24 +1199,20 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
         ack_quorum=2,
         length=100,
         last_entry_id=0,
-        ctime_ms=old,
-        custom=c.ml_custom(live),
+        ctime_ms=c.now - PLANTED_AGE,
+        custom=c.ml_custom(ctx["order_events"][0]),
     )
     bk_corrupt(lid, wire.bk_metadata_v3(md), acl=no_read, kind="unreadable_metadata")  # NoAuth
 
-    # emptied_managed_ledger: a node rewritten to 0 bytes (version 1) while its older ledgers still
-    # name it. Its ledgers stay orphan_ledger, with the caveat and action investigate.
+
+def _plant_emptied(c: _Cluster) -> None:
+    """emptied_managed_ledger: a node rewritten to 0 bytes (version 1) while its older ledgers still
+    name it. Its ledgers stay orphan_ledger, with the caveat and action investigate."""
     name = wire.managed_ledger_name("persistent://acme/orders/emptied-by-edit")
-    leds = _closed_series(c, 2, first_ts=old, step=HOUR)
+    leds = _closed_series(c, 2, first_ts=c.now - PLANTED_AGE, step=HOUR)
     c.topic("persistent://acme/orders/emptied-by-edit", leds)
     c.rewrites[c.ml_path(name)] = b""
-    c.expect(
-        "emptied_managed_ledger",
-        "warning",
-        component="managed-ledger",
-        managed_ledger=name,
-        path=c.ml_path(name),
-    )
+    c.expect_listed("emptied")
     for led in leds:
         c.expect(
             "orphan_ledger",
@@ -1155,7 +1223,12 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
             path=c.ledger_path(led.ledger_id),
         )
 
-    # Controls.
+
+def _plant_last(c: _Cluster, ctx: Mapping[str, Any]) -> None:
+    """A young orphan (control) and, planted last so that the ledger ids before stay what they were,
+    an orphan_offload_object."""
+    now = c.now
+    live = ctx["order_events"][0]
     young_id = c.new_id()
     c.bk_ledger(
         young_id, ctime_ms=now - 2 * HOUR, entries=1, size=100, custom=c.ml_custom(live), state="OPEN"
@@ -1164,7 +1237,6 @@ def _planted(c: _Cluster, ctx: Mapping[str, Any]) -> None:
 
     # orphan_offload_object: the offloaded copy of a ledger the managed ledger trimmed (the broker
     # deleted the BookKeeper ledger and dropped it from the list, deleting the objects failed).
-    # Planted last so that the ledger ids above stay what they were.
     if c.bucket is not None and c.s3_aged:
         name = wire.managed_ledger_name("persistent://acme/payments/offload-trouble")
         trimmed = Ledger(c.new_id(), 150, 150 * 300, now - 9 * DAY, now - 10 * DAY)

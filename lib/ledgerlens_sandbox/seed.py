@@ -1,4 +1,4 @@
-"""Real traffic for a :class:`~ledgerlens.sandbox.pulsar.PulsarSandbox`: what a healthy cluster looks like.
+"""Real traffic for a :class:`~ledgerlens_sandbox.pulsar.PulsarSandbox`: what a healthy cluster looks like.
 
 Everything goes through ``pulsar-client`` and the admin REST API, so every byte in ZooKeeper and S3 is
 the broker's own: tenants and namespaces with retention policies, partitioned and non-partitioned
@@ -23,7 +23,7 @@ from typing import Any
 from ledgerlens.errors import SandboxError
 from ledgerlens.formats.managed_ledger import ManagedLedgerRecord, decode_cursor, decode_managed_ledger
 from ledgerlens.formats.names import encode_component, topic_to_managed_ledger
-from ledgerlens.sandbox.pulsar import CLUSTER, AdminError, admin, make_client, topic_path
+from ledgerlens_sandbox.pulsar import CLUSTER, AdminError, admin, make_client, topic_path
 
 ML_ROOT = "/managed-ledgers"
 BUCKET_PREFIX = "#pulsar.internal.delayed.bucket_"

@@ -1,4 +1,4 @@
-"""Real failure paths in a running :class:`~ledgerlens.sandbox.pulsar.PulsarSandbox`, with ground truth.
+"""Real failure paths in a running :class:`~ledgerlens_sandbox.pulsar.PulsarSandbox`, with ground truth.
 
 Each anomaly is made the way it happens in production, by the broker itself or by an operator's
 metadata edit, never by writing fake bytes:
@@ -62,8 +62,9 @@ from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.uuids import uuid_to_bits
 from ledgerlens.inventory.schemas import FINDING_KEYS
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
-from ledgerlens.sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, make_client, topic_path
-from ledgerlens.sandbox.seed import (
+from ledgerlens.settings.config import AuditConfig
+from ledgerlens_sandbox.pulsar import AWS_DUMMY, PulsarSandbox, admin, make_client, topic_path
+from ledgerlens_sandbox.seed import (
     BUCKET_PREFIX,
     ML_ROOT,
     compact_and_wait,
@@ -79,7 +80,6 @@ from ledgerlens.sandbox.seed import (
     wait_for,
     zk_client,
 )
-from ledgerlens.settings.config import AuditConfig
 
 MAX_AGE_S = 30  # planted anomalies are older than this when plant() returns
 

@@ -75,7 +75,7 @@ def maven_jars(name: str, version: str, pom_resource: str, expect: str, timeout:
             shutil.rmtree(target, ignore_errors=True)
             jars.mkdir(parents=True)
             pom = target / "pom.xml"
-            pom.write_bytes(resources.files("ledgerlens.sandbox").joinpath(pom_resource).read_bytes())
+            pom.write_bytes(resources.files("ledgerlens_sandbox").joinpath(pom_resource).read_bytes())
             cmd = [
                 mvn,
                 "-q",
@@ -332,7 +332,7 @@ class ZooKeeperServer(_Server):
         from kazoo.client import KazooClient
         from kazoo.handlers.threading import KazooTimeoutError
 
-        quiet = logging.getLogger("ledgerlens.sandbox.zookeeper-probe")
+        quiet = logging.getLogger("ledgerlens_sandbox.zookeeper-probe")
         quiet.setLevel(logging.CRITICAL)
         client = KazooClient(hosts=self.hosts, timeout=5, connection_retry={"max_tries": 0}, logger=quiet)
         try:
