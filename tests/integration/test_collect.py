@@ -25,8 +25,8 @@ from ledgerlens.formats.managed_ledger import decode_managed_ledger
 from ledgerlens.inventory import schemas
 from ledgerlens.inventory.collect import collect_inventory, load_inventory
 from ledgerlens.proto import schema_storage_pb2 as schpb
-from ledgerlens.sandbox.cluster import LONG_ID_BASE, default_now_ms, generate
 from ledgerlens.settings.config import S3Source, ZooKeeperSource
+from ledgerlens_sandbox.cluster import LONG_ID_BASE, default_now_ms, generate
 
 # Spark's Python workers must import ledgerlens: run them with this interpreter.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -359,7 +359,7 @@ def test_few_task_slots_read_a_few_partitions_on_the_driver(  # type: ignore[no-
     """On local[2], ledgers spread over 12 partitions (level-2 prefixes) are read on the driver, no
     Spark job; asking for tasks keeps Spark tasks. Both give every ledger."""
     from ledgerlens.formats.paths import ledger_path
-    from ledgerlens.sandbox import wire
+    from ledgerlens_sandbox import wire
 
     assert spark.sparkContext.defaultParallelism <= 2
     ids = [1 + 10_000 * k for k in range(12)]  # 00/0000 ... 00/0011: one ledger per partition
@@ -409,3 +409,34 @@ def test_the_compiled_ledger_scan_gives_the_python_scans_table(
     assert any("NoAuth" in (e or "") for e in fast.column("error").to_pylist())
     assert fast.to_pylist() == slow.to_pylist()
     assert fast_stats == slow_stats
+
+
+def test_a_large_namespace_is_scanned_in_topic_ranges_with_the_same_rows(
+    zookeeper: Any, zk_client: Any, fresh_root: str, planted: Any
+) -> None:
+    """A namespace of more topics than a partition holds is planned as ranges of its topics (the
+    first and last open); scanned range by range, as separate tasks would, the managed ledgers,
+    their ledgers and cursors are exactly the rows of the whole-namespace scan (errors included),
+    and a topic created between planning and reading is read by exactly one range."""
+    from collections import Counter as _Counter
+
+    from ledgerlens.sources import zookeeper as zks
+    from ledgerlens.sources.zk_client import PipelinedReader
+
+    src = zks.LiveZooKeeper(_source(zookeeper.hosts, fresh_root))
+    root = f"{fresh_root}/managed-ledgers"
+    spaces = src.plan("managed_ledgers")
+    items = zks.split_large_namespaces(zk_client, root, spaces, 64, per_partition=2)
+    assert len([i for i in items if zks.RANGE_SEP in i]) > len(spaces), (spaces, items)
+    zk_client.create(f"{root}/{[i for i in items if zks.RANGE_SEP in i][0].split(zks.RANGE_SEP)[0]}/zz-late")
+
+    def rows(parts: list[list[str]]) -> _Counter[str]:
+        got: _Counter[str] = _Counter()
+        for group in parts:
+            for table, row in zks.scan_managed_ledgers(PipelinedReader(zk_client), root, group):
+                got[json.dumps([table, row], sort_keys=True, default=str)] += 1
+        return got
+
+    whole, ranged = rows([spaces]), rows([[i] for i in items])
+    assert ranged == whole
+    assert sum(1 for k in whole if '"zz-late' in k or "/zz-late" in k) >= 1

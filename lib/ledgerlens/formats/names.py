@@ -7,6 +7,7 @@ where ``Codec.encode`` is ``java.net.URLEncoder.encode(s, UTF-8)``.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -47,6 +48,8 @@ def decode_component(s: str) -> str:
     DecodeError
         A malformed ``%`` escape, or bytes that are not UTF-8.
     """
+    if s.isascii() and "%" not in s and "+" not in s:
+        return s  # nothing escaped: the common case, decoded as the loop below would
     buf = bytearray()
     i = 0
     while i < len(s):
@@ -133,6 +136,7 @@ def _make(
     )
 
 
+@functools.lru_cache(maxsize=8192)  # a scan parses each name for its ledgers, then its cursors
 def parse_managed_ledger(ml: str) -> ManagedLedgerName:
     """Parse a managed-ledger name.
 

@@ -6,7 +6,8 @@ namespaces, S3 key prefixes, snapshot byte ranges); each Spark task hands its pa
 the source, which reads them through its own connection at the task's share of the scan-wide rate
 limit and yields rows, turned here into Arrow record batches (``mapInArrow``: no per-row Python to
 JVM conversion). Stage order, as the audit rules require: BookKeeper first, then the Pulsar
-metadata (managed ledgers, schemas, policies and tenants), then S3.
+metadata (managed ledgers, schemas, policies and tenants); the bucket (its listing, then the objects'
+verification) in a thread beside them.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ Python workers and Arrow path starting), about the time the driver takes to read
 stays at 20 until the stages decoded in Python (managed ledgers, schemas, S3) are measured on the
 driver too (docs/performance.md, "Collection")."""
 _DRIVER_OBJECTS = 1_000  # offload objects verified on the driver (a few ranged reads each)
+_DRIVER_OBJECTS_FEW_SLOTS = 100_000
+"""On a Spark of at most two task slots, this many objects are verified on the driver (16 GETs in
+flight, beside the metadata stages): a task would wait for a slot the ZooKeeper scans hold."""
 _TASK_MIN_REQUESTS = 100  # with --s3-max-requests, each verification task may spend at least this many
 SMALL_CLUSTER_LEDGERS = 20_000
 """Up to this many BookKeeper ledgers, the Pulsar metadata and the offload objects' verification are
@@ -150,6 +154,7 @@ def _verify_offload(
     counters: Any,
     driver_reads: bool = True,
     incremental: Incremental | None = None,
+    driver_objects: int = _DRIVER_OBJECTS,
 ) -> None:
     """The ``offload_segments`` table: every listed object verified by ranged reads, the objects of
     one offload (data and index) in one task; with ``incremental``, the previous run's verdicts of
@@ -160,7 +165,7 @@ def _verify_offload(
     path = table_path(out_dir, "offload_segments")
     local = _local_dir(out_dir)
     if driver_reads and local is not None:
-        objects = _local_rows(os.path.join(local, "offload_objects"), "offload_objects", _DRIVER_OBJECTS)
+        objects = _local_rows(os.path.join(local, "offload_objects"), "offload_objects", driver_objects)
         if objects is not None:
             previous = load_verdicts(inc.reuse_from, deep=deep)
             _verify_small(source, deep, objects, local, counters, previous, inc)
@@ -656,67 +661,31 @@ def collect_inventory(
     for x in srcs:
         x.check()
     stages = [st for st in STAGES if any(st in x.stages for x in srcs)]
-    counters = spark.sparkContext.accumulator({}, _Counters())
     listing = next((x for x in srcs if isinstance(x, S3Listing)), None)
     verify = verify_offload and listing is not None and "offload_objects" in stages
     bk_zk = sources if isinstance(sources, ZooKeeperSource) else getattr(bk[0], "zk", None)
     read_bookies = bookie is not None and isinstance(bk_zk, ZooKeeperSource) and "managed_ledgers" in stages
     bar = stage_bar(progress, len(stages) + int(verify) + int(read_bookies))
-    small = False
-    local_out = _local_dir(out_dir) is not None  # the driver writes tables with pyarrow there
-    few_slots = local_out and spark.sparkContext.defaultParallelism <= 2
+    run = _Collection(spark, srcs, out_dir, inv, bar, driver_reads)
+    beside = None
+    if listing is not None and all(isinstance(x, S3Listing) for x in srcs if "offload_objects" in x.stages):
+        # the bucket's listing and verification wait on the object store, not on this machine
+        beside = _BucketBeside(run, listing.s3 if verify else None, deep_offload_check, incremental)
+        stages.remove("offload_objects")
+        beside.start()
     try:
         for stage in stages:
-            bar.set_description(f"collect {stage}")
-            t0 = time.perf_counter()
-            mine = [(i, x) for i, x in enumerate(srcs) if stage in x.stages]
-            items = [(i, p) for i, x in mine for p in x.plan(stage)]
-            want = min((x.tasks for _, x in mine if x.tasks), default=None)
-            n = _n_tasks(spark, want, len(items), stage)
-            rates = [_task_rate(spark, x.rate_limit, n) if stage in x.stages else None for x in srcs]
-            try:
-                if driver_reads and (
-                    len(items) <= (_DRIVER_ITEMS_FEW_SLOTS if few_slots and want is None else _DRIVER_ITEMS)
-                    or (stage in PULSAR_STAGES and small)
-                    or all(x.small(stage) for _, x in mine)
-                ):
-                    # a few partitions (policies), or a small cluster's metadata: no job to schedule
-                    _write_small(spark, srcs, stage, items, out_dir, inv, counters)
-                else:
-                    _write_stage(spark, split(items, n), srcs, stage, rates, out_dir, inv, counters)
-            except Exception as e:
-                raise (task_source_error(e) or e) from None
-            if stage == "bk_ledgers":
-                # every topic and schema has ledgers: few ledgers, little Pulsar metadata to read
-                small = local_out and _row_count(spark, stage, inv.tables[stage]) <= SMALL_CLUSTER_LEDGERS
-            if stage == "offload_objects":
-                inv.s3_scanned = True
-            inv.timings[stage] = time.perf_counter() - t0
-            bar.update(1)
-        if verify and listing is not None and inv.s3_scanned:
-            bar.set_description("collect offload_segments")
-            t0 = time.perf_counter()
-            _verify_offload(
-                spark, listing.s3, deep_offload_check, out_dir, inv, counters, driver_reads, incremental
-            )
-            inv.timings["offload_segments"] = time.perf_counter() - t0
-            bar.update(1)
+            run.stage(stage)
+            if beside is not None:
+                beside.raise_failure()
+        if beside is not None:
+            beside.join()
         if read_bookies and isinstance(bk_zk, ZooKeeperSource) and bookie is not None:
-            # bookie reads: bucket snapshots and cursor-ledger positions (ledger metadata from ZooKeeper)
-            bar.set_description("collect bookies")
-            t0 = time.perf_counter()
-            if "cursors" in inv.tables:
-                for kind in ("bucket_snapshots", "cursor_positions"):
-                    path = table_path(out_dir, kind)
-                    items_df = _bookie_items(spark, inv.tables["cursors"], kind)
-                    n = max(
-                        1, min(bookie.tasks or 2 * spark.sparkContext.defaultParallelism, items_df.count())
-                    )
-                    fn = _bookie_task(bk_zk, bookie, kind, counters)
-                    _write(items_df.repartition(n).mapInArrow(fn, schemas.INVENTORY[kind]), path)
-                    inv.tables[kind] = path
-            inv.timings["bookies"] = time.perf_counter() - t0
-            bar.update(1)
+            run.bookies(bk_zk, bookie)
+    except BaseException:
+        if beside is not None:
+            beside.cancel()
+        raise
     finally:
         bar.close()
     if not inv.s3_scanned:
@@ -729,8 +698,140 @@ def collect_inventory(
     inv.sources = [x.describe() for x in srcs]
     for t, p in inv.tables.items():
         inv.counts[t] = _row_count(spark, t, p)
-    inv.counts.update(counters.value)
+    inv.counts.update(run.counters.value)
     return inv
+
+
+class _Collection:
+    """One collection's stages: each read on the driver or as one Spark job (see ``collect_inventory``)."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        srcs: Sequence[InventorySource],
+        out_dir: str,
+        inv: Inventory,
+        bar: Any,
+        driver_reads: bool,
+    ) -> None:
+        self.spark, self.srcs, self.out_dir, self.inv, self.bar = spark, srcs, out_dir, inv, bar
+        self.driver_reads = driver_reads
+        self.counters = spark.sparkContext.accumulator({}, _Counters())
+        self.local_out = _local_dir(out_dir) is not None  # the driver writes tables with pyarrow there
+        self.few_slots = self.local_out and spark.sparkContext.defaultParallelism <= 2
+        self.small = False  # a small cluster (known after the BookKeeper stage)
+
+    def step(self, label: str) -> None:
+        """One stage done: counted under its own label (stages may run beside one another)."""
+        done = getattr(self.bar, "done", None)
+        if done is not None:
+            done(label)
+        else:
+            self.bar.update(1)
+
+    def stage(self, stage: str) -> None:
+        """Read one stage of every source that has it into its tables."""
+        spark, srcs, out_dir, inv = self.spark, self.srcs, self.out_dir, self.inv
+        self.bar.set_description(f"collect {stage}")
+        t0 = time.perf_counter()
+        mine = [(i, x) for i, x in enumerate(srcs) if stage in x.stages]
+        items = [(i, p) for i, x in mine for p in x.plan(stage)]
+        want = min((x.tasks for _, x in mine if x.tasks), default=None)
+        n = _n_tasks(spark, want, len(items), stage)
+        rates = [_task_rate(spark, x.rate_limit, n) if stage in x.stages else None for x in srcs]
+        try:
+            if self.driver_reads and (
+                len(items) <= (_DRIVER_ITEMS_FEW_SLOTS if self.few_slots and want is None else _DRIVER_ITEMS)
+                or (stage in PULSAR_STAGES and self.small)
+                or all(x.small(stage) for _, x in mine)
+            ):
+                # a few partitions (policies), or a small cluster's metadata: no job to schedule
+                _write_small(spark, srcs, stage, items, out_dir, inv, self.counters)
+            else:
+                _write_stage(spark, split(items, n), srcs, stage, rates, out_dir, inv, self.counters)
+        except Exception as e:
+            raise (task_source_error(e) or e) from None
+        if stage == "bk_ledgers":
+            # every topic and schema has ledgers: few ledgers, little Pulsar metadata to read
+            rows = _row_count(spark, stage, inv.tables[stage])
+            self.small = self.local_out and rows <= SMALL_CLUSTER_LEDGERS
+        if stage == "offload_objects":
+            inv.s3_scanned = True
+        inv.timings[stage] = time.perf_counter() - t0
+        self.step(stage)
+
+    def verify(self, s3: S3Source, deep: bool, incremental: Incremental | None) -> None:
+        """The ``offload_segments`` table from the listed objects (``_verify_offload``)."""
+        t0 = time.perf_counter()
+        _verify_offload(
+            self.spark, s3, deep, self.out_dir, self.inv, self.counters, self.driver_reads, incremental,
+            driver_objects=_DRIVER_OBJECTS_FEW_SLOTS if self.few_slots else _DRIVER_OBJECTS,
+        )  # fmt: skip
+        self.inv.timings["offload_segments"] = time.perf_counter() - t0
+        self.step("offload_segments")
+
+    def bookies(self, zk: ZooKeeperSource, bookie: BookieSource) -> None:
+        """Bucket snapshots and cursor-ledger positions read from the bookies (ledger metadata from
+        ZooKeeper)."""
+        self.bar.set_description("collect bookies")
+        t0 = time.perf_counter()
+        if "cursors" in self.inv.tables:
+            for kind in ("bucket_snapshots", "cursor_positions"):
+                path = table_path(self.out_dir, kind)
+                items_df = _bookie_items(self.spark, self.inv.tables["cursors"], kind)
+                slots = self.spark.sparkContext.defaultParallelism
+                n = max(1, min(bookie.tasks or 2 * slots, items_df.count()))
+                fn = _bookie_task(zk, bookie, kind, self.counters)
+                _write(items_df.repartition(n).mapInArrow(fn, schemas.INVENTORY[kind]), path)
+                self.inv.tables[kind] = path
+        self.inv.timings["bookies"] = time.perf_counter() - t0
+        self.step("bookies")
+
+
+class _BucketBeside:
+    """The bucket's stage (its listing) and the objects' verification in a thread of their own, beside
+    the metadata stages: they wait on the object store while those read ZooKeeper, so the collection
+    takes about the longer of the two instead of their sum. An object written or removed while the
+    metadata is read can then look missing or orphaned, as a ledger can between the BookKeeper and
+    Pulsar stages: the audit re-verifies every such candidate before it reports it
+    (docs/audit-rules.md, "Collection order and re-verification")."""
+
+    def __init__(self, run: _Collection, s3: S3Source | None, deep: bool, inc: Incremental | None) -> None:
+        from pyspark import InheritableThread  # Spark's local properties (job group) follow the thread
+
+        self.run, self.s3, self.deep, self.inc = run, s3, deep, inc
+        self.group = f"ledgerlens-bucket-{uuid.uuid4().hex[:12]}"
+        self.error: BaseException | None = None
+        self.thread = InheritableThread(target=self._work, name="ledgerlens-bucket", daemon=True)
+
+    def _work(self) -> None:
+        sc = self.run.spark.sparkContext
+        sc.setJobGroup(self.group, "ledgerlens: the bucket's listing and verification", True)
+        try:
+            self.run.stage("offload_objects")
+            if self.s3 is not None:
+                self.run.verify(self.s3, self.deep, self.inc)
+        except BaseException as e:  # noqa: BLE001  (raised in the collecting thread)
+            self.error = e
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def raise_failure(self) -> None:
+        """Raise the bucket side's error as soon as it failed (no wait for the other stages)."""
+        if self.error is not None:
+            self.thread.join()
+            raise self.error
+
+    def join(self) -> None:
+        while self.thread.is_alive():
+            self.thread.join(timeout=0.5)  # a Ctrl-C still reaches the collecting thread
+        self.raise_failure()
+
+    def cancel(self) -> None:
+        """Stop the bucket side's Spark jobs (its driver reads end with the process)."""
+        self.run.spark.sparkContext.cancelJobGroup(self.group)
+        self.thread.join(timeout=2)
 
 
 def load_inventory(spark: SparkSession, out_dir: str) -> dict[str, DataFrame]:

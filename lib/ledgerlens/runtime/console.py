@@ -522,6 +522,10 @@ class _Stages:
         for _ in range(n):
             self._p.step(self._label)
 
+    def done(self, label: str) -> None:
+        """One step finished under its own label (a stage running beside the current one)."""
+        self._p.step(label)
+
     def close(self) -> None:
         pass
 

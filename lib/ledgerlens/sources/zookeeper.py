@@ -143,10 +143,28 @@ def scan_ledgers(
 _DOMAINS = ("persistent",)
 
 
+RANGE_SEP = "\x00"  # ZooKeeper forbids the null character in node names: no name holds it
+"""A partition of one large domain node's topics: ``<tenant/ns/persistent>\\0<lo>\\0<hi>``, the
+topics ``lo <= name < hi`` in Python's string order (an empty bound is open)."""
+ML_PARTITION_TOPICS = 2_000
+"""A domain node (``tenant/ns/persistent``) of more topics than this is scanned in partitions of this
+many (a namespace of 100,000 topics is 50 partitions, read in parallel like the ledger scan's)."""
+
+
+def topic_range(domain: str, lo: str, hi: str) -> str:
+    """The partition item of the topics ``lo <= name < hi`` under ``domain`` (see :data:`RANGE_SEP`)."""
+    return f"{domain}{RANGE_SEP}{lo}{RANGE_SEP}{hi}"
+
+
+def _in_range(name: str, lo: str, hi: str) -> bool:
+    return lo <= name and (not hi or name < hi)
+
+
 def find_managed_ledgers(
     reader: PipelinedReader, root: str, prefixes: Iterable[str], errors: list[tuple[str, dict[str, Any]]]
 ) -> list[str]:
-    """ML names under the namespace prefixes (v2 ``t/ns/persistent/x``, v1 ``t/c/ns/persistent/x``)."""
+    """ML names under the namespace prefixes (v2 ``t/ns/persistent/x``, v1 ``t/c/ns/persistent/x``)
+    and the topic ranges of large domain nodes (:func:`topic_range`)."""
 
     def fail(prefix: str, r: NodeRead) -> None:
         problem = _error_text(r.error or Exception("unknown"))
@@ -155,7 +173,15 @@ def find_managed_ledgers(
         row["topic"] = None
         errors.append((MANAGED_LEDGERS_T, row))
 
-    rel = {_join(root, p): p.strip("/") for p in prefixes}
+    plain: list[str] = []
+    ranges: dict[str, list[tuple[str, str]]] = {}  # domain node -> its ranges in this partition
+    for p in prefixes:
+        if RANGE_SEP in p:
+            domain, lo, hi = p.split(RANGE_SEP)
+            ranges.setdefault(domain.strip("/"), []).append((lo, hi))
+        else:
+            plain.append(p)
+    rel = {_join(root, p): p.strip("/") for p in plain}
     domain_nodes: list[str] = []  # t/ns/persistent
     v1_namespaces: list[str] = []  # t/c/ns
     for r in reader.children(list(rel)):
@@ -176,13 +202,52 @@ def find_managed_ledgers(
                 continue
             domain_nodes.extend(f"{rel1[r.path]}/{d}" for d in sorted(r.children or ()) if d in _DOMAINS)
     names: list[str] = []
-    reld = {_join(root, p): p for p in domain_nodes}
+    reld = {_join(root, p): p for p in [*domain_nodes, *ranges]}
     for r in reader.children(list(reld)):
+        domain = reld[r.path]
+        mine = ranges.get(domain)
         if r.error is not None:
-            fail(reld[r.path].rsplit("/", 1)[0], r)
+            if mine is None or any(not lo for lo, _ in mine):  # a split node's error: its first range's
+                fail(domain.rsplit("/", 1)[0], r)
             continue
-        names.extend(f"{reld[r.path]}/{t}" for t in sorted(r.children or ()))
+        kids = sorted(r.children or ())
+        if mine is not None:
+            kids = [t for t in kids if any(_in_range(t, lo, hi) for lo, hi in mine)]
+        names.extend(f"{domain}/{t}" for t in kids)
     return names
+
+
+def split_large_namespaces(
+    client: KazooClient, root: str, prefixes: list[str], max_in_flight: int, per_partition: int
+) -> list[str]:
+    """The namespace prefixes, each v2 namespace whose domain node holds more than ``per_partition``
+    topics replaced by ranges of that many topics (:func:`topic_range`; the first and last open, so
+    that a topic created meanwhile falls in one); the others (v1 prefixes, small namespaces, those
+    that cannot be listed) kept whole."""
+    base = root.rstrip("/")
+    reader = PipelinedReader(client, max_in_flight=max_in_flight)
+    domains: dict[str, list[str]] = {}  # prefix -> its domain nodes, when those are all its children
+    for r in reader.children([f"{base}/{p}" for p in prefixes]):
+        kids = r.children
+        if r.error is None and kids and all(k in _DOMAINS or k == "non-persistent" for k in kids):
+            domains[r.path[len(base) + 1 :]] = [
+                f"{r.path[len(base) + 1 :]}/{k}" for k in kids if k in _DOMAINS
+            ]
+    topics: dict[str, list[str]] = {}
+    for r in reader.children([f"{base}/{d}" for ds in domains.values() for d in ds]):
+        if r.error is None:
+            topics[r.path[len(base) + 1 :]] = sorted(r.children or ())
+    items: list[str] = []
+    for p in prefixes:
+        ds = domains.get(p)
+        if not ds or any(d not in topics for d in ds) or all(len(topics[d]) <= per_partition for d in ds):
+            items.append(p)
+            continue
+        for d in ds:
+            bounds = topics[d][per_partition::per_partition]
+            edges = ["", *bounds, ""]
+            items.extend(topic_range(d, lo, hi) for lo, hi in zip(edges, edges[1:], strict=False))
+    return items
 
 
 def scan_managed_ledgers(
@@ -458,7 +523,9 @@ class LiveZooKeeper(InventorySource):
             if stage == "bk_ledgers":
                 return ledger_partitions(client, self.zk.ledgers_root, self.zk.max_in_flight)
             if stage == "managed_ledgers":
-                return namespace_partitions(client, self.zk.managed_ledgers_root, self.zk.max_in_flight)
+                root, window = self.zk.managed_ledgers_root, self.zk.max_in_flight
+                spaces = namespace_partitions(client, root, window)
+                return split_large_namespaces(client, root, spaces, window, ML_PARTITION_TOPICS)
             if stage == "schema_ledgers":
                 return _children(client, self.zk.schemas_root) or []
             if stage == "namespace_policies":
