@@ -13,33 +13,42 @@ verification) in a thread beside them.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 import uuid
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ledgerlens.errors import SourceError
 from ledgerlens.inventory import schemas
-from ledgerlens.inventory.tasks import BATCH_ROWS as _BATCH_ROWS
-from ledgerlens.inventory.tasks import WRITTEN, StageFiles, StageRows, split
+from ledgerlens.inventory.tables import (
+    Counters,
+    Inventory,
+    TableFiles,
+    delete,
+    exists,
+    footer_rows,
+    local_dir,
+    local_rows,
+    parquet_files,
+    row_count,
+    table_path,
+    task_source_error,
+    write,
+    write_small,
+    write_stage,
+)
 from ledgerlens.inventory.tasks import arrow_schema as _arrow_schema
 from ledgerlens.inventory.tasks import batches as _batches
-from ledgerlens.inventory.tasks import tagged_schema as _tagged_schema
+from ledgerlens.inventory.tasks import split
 from ledgerlens.runtime.console import Progress, stage_bar
 from ledgerlens.runtime.spark import INTERPRETED_ROWS
 from ledgerlens.settings.config import BookieSource, S3Source, ZooKeeperSource
-from ledgerlens.sources.base import PULSAR_STAGES, STAGE_TABLES, STAGES, InventorySource
+from ledgerlens.sources.base import PULSAR_STAGES, STAGES, InventorySource
 
 if TYPE_CHECKING:
     from ledgerlens.offload.verdicts import Incremental
@@ -64,41 +73,6 @@ _TASK_MIN_REQUESTS = 100  # with --s3-max-requests, each verification task may s
 SMALL_CLUSTER_LEDGERS = 20_000
 """Up to this many BookKeeper ledgers, the Pulsar metadata and the offload objects' verification are
 read on the driver: a small cluster's collection waits on Spark's fixed cost per job, not on its data."""
-
-
-@dataclass
-class Inventory:
-    """Where the inventory tables were written and what the collection saw.
-
-    ``tables`` maps table name to Parquet path; ``counts`` holds rows per table plus scan
-    counters (``<stage>.reads``, ``.errors``, ``.vanished``, ``.skipped``, ``s3.not_offload``...);
-    ``timings`` seconds per stage.
-    """
-
-    out_dir: str
-    tables: dict[str, str] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-    s3_scanned: bool = False
-    sources: list[dict[str, Any]] = field(default_factory=list)  # InventorySource.describe() of each
-
-
-def table_path(out_dir: str, table: str) -> str:
-    """The Parquet path of ``table`` under ``out_dir`` (local path or URI)."""
-    return f"{out_dir.rstrip('/')}/{table}"
-
-
-# -- Arrow -------------------------------------------------------------------------------------
-class _Counters(AccumulatorParam):  # type: ignore[type-arg]
-    """Spark accumulator of ``dict[str, int]`` counters summed over tasks."""
-
-    def zero(self, value: dict[str, int]) -> dict[str, int]:
-        return {}
-
-    def addInPlace(self, v1: dict[str, int], v2: dict[str, int]) -> dict[str, int]:  # noqa: N802
-        for k, v in v2.items():
-            v1[k] = v1.get(k, 0) + v
-        return v1
 
 
 # -- tasks -------------------------------------------------------------------------------------
@@ -163,9 +137,9 @@ def _verify_offload(
 
     inc = incremental or Incremental()
     path = table_path(out_dir, "offload_segments")
-    local = _local_dir(out_dir)
+    local = local_dir(out_dir)
     if driver_reads and local is not None:
-        objects = _local_rows(os.path.join(local, "offload_objects"), "offload_objects", driver_objects)
+        objects = local_rows(os.path.join(local, "offload_objects"), "offload_objects", driver_objects)
         if objects is not None:
             previous = load_verdicts(inc.reuse_from, deep=deep)
             _verify_small(source, deep, objects, local, counters, previous, inc)
@@ -185,12 +159,12 @@ def _verify_offload(
         n = max(1, min(n, inc.max_requests // _TASK_MIN_REQUESTS))
     fn = _verify_task(source, deep, counters, inc.max_requests, n)
     tmp = table_path(out_dir, "_offload_verified")
-    _write(listed.repartition(n, "uuid").mapInArrow(fn, VERDICTS), tmp)
+    write(listed.repartition(n, "uuid").mapInArrow(fn, VERDICTS), tmp)
     done = spark.read.schema(VERDICTS).parquet(tmp)
-    _write(done.select(*schemas.columns(schemas.OFFLOAD_SEGMENTS)), path)
+    write(done.select(*schemas.columns(schemas.OFFLOAD_SEGMENTS)), path)
     if inc.verdicts_out:
-        _write(done.filter(F.col("error").isNull()).coalesce(1), inc.verdicts_out)
-    _delete(spark, tmp)
+        write(done.filter(F.col("error").isNull()).coalesce(1), inc.verdicts_out)
+    delete(spark, tmp)
     inv.tables["offload_segments"] = path
 
 
@@ -211,7 +185,7 @@ def _verify_small(
 
     inc = incremental or Incremental()
     stats = VerifyStats()
-    files = _TableFiles(local, ["offload_segments"])
+    files = TableFiles(local, ["offload_segments"])
     kept: list[dict[str, Any]] = []
     try:
         if objects:
@@ -236,7 +210,7 @@ def _verify_small(
     finally:
         counters.add({f"offload_segments.{k}": v for k, v in stats.as_dict().items()})
     if inc.verdicts_out:
-        target = _local_dir(inc.verdicts_out) or inc.verdicts_out
+        target = local_dir(inc.verdicts_out) or inc.verdicts_out
         shutil.rmtree(target, ignore_errors=True)
         os.makedirs(target)
         part = os.path.join(target, "part-00000.zstd.parquet")
@@ -262,275 +236,6 @@ def _task_rate(spark: SparkSession, total: float | None, n_tasks: int) -> float 
     if not total or total <= 0:
         return None
     return total / max(1, min(n_tasks, spark.sparkContext.defaultParallelism))
-
-
-def _task_frame(spark: SparkSession, n: int) -> DataFrame:
-    """``n`` partitions of one row each, the task's index: generated by the JVM (no Python worker, no
-    pickled rows); the task function holds the groups of partitions (``tasks.split``)."""
-    return spark.range(0, n, 1, n)
-
-
-_TASK_ERROR = re.compile(r"ledgerlens\.errors\.SourceError: ([^\n]+)")
-
-
-def task_source_error(e: BaseException) -> SourceError | None:
-    """The ``SourceError`` a Spark task raised (its one line, e.g. the endpoint that failed),
-    out of the wrapped executor exception; None when ``e`` carries none."""
-    if isinstance(e, SourceError):
-        return e
-    found = _TASK_ERROR.findall(str(e))
-    if not found:
-        return None
-    server, _, problem = found[-1].strip().partition(": ")
-    return SourceError(server, problem)
-
-
-def _write(df: DataFrame, path: str) -> None:
-    df.write.mode("overwrite").parquet(path)
-
-
-def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
-    """(FileSystem, Path) of ``path`` through the JVM: works for local, HDFS and s3a paths alike."""
-    sc: Any = spark.sparkContext
-    p = sc._jvm.org.apache.hadoop.fs.Path(path)
-    return p.getFileSystem(sc._jsc.hadoopConfiguration()), p
-
-
-def _delete(spark: SparkSession, path: str) -> None:
-    fs, p = _hadoop_path(spark, path)
-    fs.delete(p, True)
-
-
-def _exists(spark: SparkSession, path: str) -> bool:
-    fs, p = _hadoop_path(spark, path)
-    return bool(fs.exists(p))
-
-
-def _write_stage(
-    spark: SparkSession,
-    groups: list[list[tuple[int, str]]],
-    srcs: Sequence[InventorySource],
-    stage: str,
-    rates: Sequence[float | None],
-    out_dir: str,
-    inv: Inventory,
-    counters: Any,
-) -> None:
-    """One stage as Spark tasks.
-
-    Into a local ``out_dir`` (a path every executor sees: one host's disk, as the driver's reads
-    and row counts assume too, or a shared mount) each task writes its rows itself with pyarrow
-    (:func:`_write_stage_files`): the JVM receives one short row per file, not the rows. Elsewhere
-    (``hdfs://``, ``s3a://``: file systems pyarrow reaches only through their own clients and
-    credentials, which the Spark session's Hadoop configuration holds) the JVM writes the rows the
-    tasks hand it; a stage filling several tables goes through one tagged table.
-    """
-    local = _local_dir(out_dir)
-    if local is not None:
-        _write_stage_files(spark, groups, srcs, stage, rates, out_dir, local, inv, counters)
-        return
-    tables = STAGE_TABLES[stage]
-    single = len(tables) == 1
-    schema = schemas.INVENTORY[tables[0]] if single else _tagged_schema(tables)
-    task = StageRows(srcs, stage, groups, tuple(tables), rates, counters)
-    frame = _task_frame(spark, len(groups)).mapInArrow(task, schema)
-    if single:
-        path = table_path(out_dir, tables[0])
-        _write(frame, path)
-        inv.tables[tables[0]] = path
-        return
-    tmp = table_path(out_dir, f"_{stage}_scan")
-    _write(frame, tmp)
-    tagged = spark.read.schema(schema).parquet(tmp)
-    for t in tables:
-        path = table_path(out_dir, t)
-        _write(tagged.where(F.col("table") == t).select(f"{t}.*"), path)
-        inv.tables[t] = path
-    _delete(spark, tmp)
-
-
-def _write_stage_files(
-    spark: SparkSession,
-    groups: list[list[tuple[int, str]]],
-    srcs: Sequence[InventorySource],
-    stage: str,
-    rates: Sequence[float | None],
-    out_dir: str,
-    local: str,
-    inv: Inventory,
-    counters: Any,
-) -> None:
-    """One stage as Spark tasks writing their own Parquet files (``tasks.StageFiles``) into a work
-    directory of this run under ``local``; when the job succeeds, each table's directory is replaced
-    by the files of the attempts Spark counted (a failed or speculative attempt's files are dropped),
-    with a ``_SUCCESS`` marker as Spark's committer leaves. A failed job leaves the previous tables."""
-    tables = STAGE_TABLES[stage]
-    work = os.path.join(os.path.abspath(local), f"_{stage}_tasks-{uuid.uuid4().hex[:12]}")
-    dirs = {t: os.path.join(work, t) for t in tables}  # absolute: executors run in other directories
-    try:
-        for d in dirs.values():
-            os.makedirs(d)
-        task = StageFiles(srcs, stage, groups, dirs, rates, counters)
-        written = _task_frame(spark, len(groups)).mapInArrow(task, WRITTEN).collect()
-        kept: dict[str, set[str]] = {t: set() for t in tables}
-        for r in written:
-            kept[r["table"]].add(r["file"])
-        for t in tables:
-            _seal_table(dirs[t], kept[t], t)
-        for t in tables:
-            final = os.path.join(local, t)
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(dirs[t], final)
-            inv.tables[t] = table_path(out_dir, t)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _seal_table(directory: str, files: set[str], table: str) -> None:
-    """Keep only ``files`` in a table directory written by tasks; an empty table gets one empty file
-    with its schema (as Spark writes one), and the directory a ``_SUCCESS`` marker."""
-    for name in os.listdir(directory):
-        if name not in files:
-            os.remove(os.path.join(directory, name))
-    if not files:
-        empty = _arrow_schema(schemas.INVENTORY[table]).empty_table()
-        pq.write_table(empty, os.path.join(directory, "part-00000.zstd.parquet"), compression="zstd")
-    open(os.path.join(directory, "_SUCCESS"), "wb").close()
-
-
-def _local_dir(out_dir: str) -> str | None:
-    """The local directory of ``out_dir`` (a path or a ``file:`` URI); None on other file systems."""
-    u = urlparse(out_dir)
-    if u.scheme == "":
-        return out_dir
-    return u.path if u.scheme == "file" else None
-
-
-def _write_small(
-    spark: SparkSession,
-    srcs: Sequence[InventorySource],
-    stage: str,
-    items: list[tuple[int, str]],
-    out_dir: str,
-    inv: Inventory,
-    counters: Any,
-) -> None:
-    """A stage of a few partitions (or a small cluster's), read on the driver at the source's whole rate
-    limit, one read per source.
-
-    On a local ``out_dir`` each table is written as one Parquet file by pyarrow, batch by batch (a
-    small cluster's audit waits on Spark's fixed cost per job, not on its data); elsewhere (HDFS,
-    s3a) by one Spark job per table.
-    """
-    tables = STAGE_TABLES[stage]
-    local = _local_dir(out_dir)
-    files = _TableFiles(local, tables) if local is not None else None
-    rows: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
-    parts: dict[int, list[str]] = {}
-    for i, part in items:
-        parts.setdefault(i, []).append(part)
-    try:
-        for i, mine in parts.items():  # one read (one connection) per source
-            stats: Counter[str] = Counter()
-            try:
-                for table, row in srcs[i].read(stage, mine, rate_limit=srcs[i].rate_limit, stats=stats):
-                    if files is not None:
-                        files.put(table, row)
-                    elif isinstance(row, pa.RecordBatch):
-                        rows[table].extend(row.to_pylist())
-                    else:
-                        rows[table].append(row)
-            finally:
-                counters.add({k if "." in k else f"{stage}.{k}": v for k, v in stats.items()})
-        if files is not None:
-            files.close()
-    except BaseException:
-        if files is not None:
-            files.abort()
-        raise
-    for table in tables:
-        path = table_path(out_dir, table)
-        if files is None:
-            schema = schemas.INVENTORY[table]
-            found = [schemas.to_row(schema, r) for r in rows[table]]
-            _write(spark.createDataFrame(found, schema).coalesce(1), path)
-        inv.tables[table] = path
-
-
-class _TableFiles:
-    """The tables of one stage written on the driver: one Parquet file per table (pyarrow).
-
-    Each table directory is replaced only when every table is complete (:meth:`close`); a failed or
-    interrupted read leaves the previous run's tables as they were.
-    """
-
-    def __init__(self, out_dir: str, tables: Sequence[str]) -> None:
-        self._out = out_dir
-        self._tmp = {t: os.path.join(out_dir, f"_{t}_driver") for t in tables}
-        self._bufs: dict[str, list[dict[str, Any] | pa.RecordBatch]] = {t: [] for t in tables}
-        self._writers: dict[str, pq.ParquetWriter] = {}
-        for tmp in self._tmp.values():
-            shutil.rmtree(tmp, ignore_errors=True)
-            os.makedirs(tmp)
-        for t in tables:
-            schema = _arrow_schema(schemas.INVENTORY[t])
-            self._writers[t] = pq.ParquetWriter(
-                os.path.join(self._tmp[t], "part-00000.zstd.parquet"), schema, compression="zstd"
-            )
-
-    def put(self, table: str, row: dict[str, Any] | pa.RecordBatch) -> None:
-        buf = self._bufs[table]
-        buf.append(row)
-        if isinstance(row, pa.RecordBatch) or len(buf) >= _BATCH_ROWS:
-            self._flush(table)
-
-    def _flush(self, table: str) -> None:
-        for batch in _batches(self._bufs[table], schemas.INVENTORY[table]):
-            self._writers[table].write_batch(batch)
-        self._bufs[table] = []
-
-    def close(self) -> None:
-        for t, writer in self._writers.items():
-            self._flush(t)
-            writer.close()
-        for t, tmp in self._tmp.items():
-            final = os.path.join(self._out, t)
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(tmp, final)
-
-    def abort(self) -> None:
-        for writer in self._writers.values():
-            writer.close()
-        for tmp in self._tmp.values():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _parquet_files(local: str) -> list[str]:
-    """The data files of a Parquet table directory (no ``_SUCCESS``, ``.crc`` or hidden files)."""
-    names = sorted(n for n in os.listdir(local) if n.endswith(".parquet") and not n.startswith(("_", ".")))
-    return [os.path.join(local, n) for n in names]
-
-
-def _footer_rows(files: Iterable[str]) -> int:
-    """Rows of Parquet files, from their footers (nothing else is read)."""
-    return sum(pq.read_metadata(f).num_rows for f in files)
-
-
-def _row_count(spark: SparkSession, table: str, path: str) -> int:
-    """Rows of a written table: from the Parquet footers on a local disk, else a Spark count."""
-    local = _local_dir(path)
-    if local is None:
-        return int(spark.read.schema(schemas.INVENTORY[table]).parquet(path).count())
-    return _footer_rows(_parquet_files(local))
-
-
-def _local_rows(local: str, table: str, limit: int) -> list[dict[str, Any]] | None:
-    """The rows of a local table of at most ``limit`` rows (footers first); None when it has more."""
-    files = _parquet_files(local)
-    if _footer_rows(files) > limit:
-        return None
-    arrow = _arrow_schema(schemas.INVENTORY[table])
-    return [r for f in files for r in pq.read_table(f, schema=arrow).to_pylist()]
 
 
 def default_sources(zk: ZooKeeperSource, s3: S3Source | None = None) -> list[InventorySource]:
@@ -688,17 +393,7 @@ def collect_inventory(
         raise
     finally:
         bar.close()
-    if not inv.s3_scanned:
-        _delete(spark, table_path(out_dir, "offload_objects"))  # no stale table from an earlier run
-    if "offload_segments" not in inv.tables:
-        _delete(spark, table_path(out_dir, "offload_segments"))
-    if "cursor_positions" not in inv.tables:
-        for kind in ("bucket_snapshots", "cursor_positions"):
-            _delete(spark, table_path(out_dir, kind))
-    inv.sources = [x.describe() for x in srcs]
-    for t, p in inv.tables.items():
-        inv.counts[t] = _row_count(spark, t, p)
-    inv.counts.update(run.counters.value)
+    run.finish()
     return inv
 
 
@@ -716,10 +411,25 @@ class _Collection:
     ) -> None:
         self.spark, self.srcs, self.out_dir, self.inv, self.bar = spark, srcs, out_dir, inv, bar
         self.driver_reads = driver_reads
-        self.counters = spark.sparkContext.accumulator({}, _Counters())
-        self.local_out = _local_dir(out_dir) is not None  # the driver writes tables with pyarrow there
+        self.counters = spark.sparkContext.accumulator({}, Counters())
+        self.local_out = local_dir(out_dir) is not None  # the driver writes tables with pyarrow there
         self.few_slots = self.local_out and spark.sparkContext.defaultParallelism <= 2
         self.small = False  # a small cluster (known after the BookKeeper stage)
+
+    def finish(self) -> None:
+        """No stale table of an earlier run; the sources described, every table's rows counted."""
+        spark, inv = self.spark, self.inv
+        if not inv.s3_scanned:
+            delete(spark, table_path(self.out_dir, "offload_objects"))
+        if "offload_segments" not in inv.tables:
+            delete(spark, table_path(self.out_dir, "offload_segments"))
+        if "cursor_positions" not in inv.tables:
+            for kind in ("bucket_snapshots", "cursor_positions"):
+                delete(spark, table_path(self.out_dir, kind))
+        inv.sources = [x.describe() for x in self.srcs]
+        for t, p in inv.tables.items():
+            inv.counts[t] = row_count(spark, t, p)
+        inv.counts.update(self.counters.value)
 
     def step(self, label: str) -> None:
         """One stage done: counted under its own label (stages may run beside one another)."""
@@ -746,14 +456,14 @@ class _Collection:
                 or all(x.small(stage) for _, x in mine)
             ):
                 # a few partitions (policies), or a small cluster's metadata: no job to schedule
-                _write_small(spark, srcs, stage, items, out_dir, inv, self.counters)
+                write_small(spark, srcs, stage, items, out_dir, inv, self.counters)
             else:
-                _write_stage(spark, split(items, n), srcs, stage, rates, out_dir, inv, self.counters)
+                write_stage(spark, split(items, n), srcs, stage, rates, out_dir, inv, self.counters)
         except Exception as e:
             raise (task_source_error(e) or e) from None
         if stage == "bk_ledgers":
             # every topic and schema has ledgers: few ledgers, little Pulsar metadata to read
-            rows = _row_count(spark, stage, inv.tables[stage])
+            rows = row_count(spark, stage, inv.tables[stage])
             self.small = self.local_out and rows <= SMALL_CLUSTER_LEDGERS
         if stage == "offload_objects":
             inv.s3_scanned = True
@@ -782,7 +492,7 @@ class _Collection:
                 slots = self.spark.sparkContext.defaultParallelism
                 n = max(1, min(bookie.tasks or 2 * slots, items_df.count()))
                 fn = _bookie_task(zk, bookie, kind, self.counters)
-                _write(items_df.repartition(n).mapInArrow(fn, schemas.INVENTORY[kind]), path)
+                write(items_df.repartition(n).mapInArrow(fn, schemas.INVENTORY[kind]), path)
                 self.inv.tables[kind] = path
         self.inv.timings["bookies"] = time.perf_counter() - t0
         self.step("bookies")
@@ -841,14 +551,14 @@ def load_inventory(spark: SparkSession, out_dir: str) -> dict[str, DataFrame]:
     and handed to the JVM as Arrow: the audit's plans then scan rows in memory, and a cold JVM
     never starts Spark's Parquet and Hadoop readers (seconds of a small audit).
     """
-    local = _local_dir(out_dir)
+    local = local_dir(out_dir)
     small = _small_local_tables(local) if local is not None else None
     if small is not None:
         return {t: spark.createDataFrame(data) for t, data in small.items()}
     out: dict[str, DataFrame] = {}
     for table, schema in schemas.INVENTORY.items():
         path = table_path(out_dir, table)
-        if _exists(spark, path):
+        if exists(spark, path):
             out[table] = spark.read.schema(schema).parquet(path)
     return out
 
@@ -860,9 +570,9 @@ def _small_local_tables(local: str) -> dict[str, pa.Table] | None:
     dirs = {t: os.path.join(local, t) for t in schemas.INVENTORY if os.path.isdir(os.path.join(local, t))}
     if any(e.is_dir() for d in dirs.values() for e in os.scandir(d)):  # partitioned: Spark's to read
         return None
-    files = {t: _parquet_files(d) for t, d in dirs.items()}
+    files = {t: parquet_files(d) for t, d in dirs.items()}
     try:
-        if _footer_rows(f for fs in files.values() for f in fs) > INTERPRETED_ROWS:
+        if footer_rows(f for fs in files.values() for f in fs) > INTERPRETED_ROWS:
             return None
         return {t: pq.read_table(fs, schema=_arrow_schema(schemas.INVENTORY[t])) for t, fs in files.items()}
     except (OSError, pa.ArrowException):
