@@ -221,7 +221,7 @@ def test_interrupted_report_ends_in_one_line_and_leaves_nothing(planted, tmp_pat
     stdout, stderr = proc.communicate(timeout=120)
     assert time.monotonic() - t0 < 60
     assert proc.returncode == 130, (stdout, stderr)
-    assert stderr.splitlines()[-1] == "ledgerlens report: interrupted"
+    assert stderr.splitlines()[-1] == "ledgerlens report: interrupted", repr(stderr[-600:])
     assert "Traceback" not in stderr and "ERROR" not in stderr, stderr
     time.sleep(3)
     assert _group_alive(proc.pid) == [] and not [k for k in kernels if _alive(k)]

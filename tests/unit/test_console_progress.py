@@ -144,6 +144,18 @@ def test_relayed_kernel_lines_pass_through_and_drive_the_heartbeat() -> None:
     assert all(line.startswith("[100%") for line in lines[done + 1 :])
 
 
+def test_a_closed_display_relays_nothing_more() -> None:
+    """The kernel's messages still come in after an interrupted ``ledgerlens report`` closed its
+    display: none of them, and no blank line, follows the command's last line."""
+    out = Lines()
+    p = progress(out, interval=60)
+    relay = p.relay()
+    relay.write("[  8%   20 s] collect 1/6 bk_ledgers\n\n   \n")
+    p.close()
+    relay.write("[  9%   21 s] collect 2/6 managed_ledgers\n\nKeyboardInterrupt\n")
+    assert [line for _, line in out.lines] == ["[  8%   20 s] collect 1/6 bk_ledgers"]
+
+
 def test_closed_displays_say_nothing_more_even_after_an_error() -> None:
     out = Lines()
     with pytest.raises(RuntimeError), console.closing_progress():

@@ -162,20 +162,11 @@ def _owner_verdict(
     return None
 
 
-def _live_tenants(pulsar_reads: Sequence[tuple[Store, Any]], tenants: Sequence[str]) -> set[str]:
-    """The ``tenants`` that exist in at least one live Pulsar store (``audit/ownership.py``'s rule):
-    a node under the policies, managed-ledgers or schemas root."""
-    live: set[str] = set()
-    for store, rd in pulsar_reads:
-        nodes = {
-            f"{root.rstrip('/')}/{t}": t
-            for t in tenants
-            if t not in live
-            for root in (store.policies_root, store.managed_ledgers_root, store.schemas_root)
-        }
-        got = rd.get_many(nodes)
-        live.update(t for p, t in nodes.items() if got.get(p) is not None)
-    return live
+def _tenant_nodes(store: Store, tenants: Iterable[str]) -> dict[str, str]:
+    """{node path: tenant} of the nodes that make a tenant live in ``store`` (``audit/ownership.py``'s
+    rule): a node under the policies, managed-ledgers or schemas root."""
+    roots = (store.policies_root, store.managed_ledgers_root, store.schemas_root)
+    return {f"{root.rstrip('/')}/{t}": t for t in tenants for root in roots}
 
 
 def _as_foreign(r: dict[str, Any], kind: str = "foreign_ledger", ml: str | None = None) -> dict[str, Any]:
@@ -194,14 +185,16 @@ def _as_foreign(r: dict[str, Any], kind: str = "foreign_ledger", ml: str | None 
 
 @dataclass
 class _Run:
-    """One re-verification: its verdicts, the stores it reads and what it may not judge."""
+    """One re-verification: its verdicts, the nodes it read and what it may not judge."""
 
     v: Verdicts
     zk: Store
-    bk_reads: Any  # point reads of the BookKeeper store ``zk``
-    pulsar_reads: list[tuple[Store, Any]]  # each Pulsar store with its point reads
+    stores: list[Store]  # the Pulsar stores
+    bk: dict[str, Any]  # BookKeeper nodes read: path -> bytes, None (absent) or the read's error
+    pulsar: list[dict[str, Any]]  # the same, per Pulsar store
     deleted: set[str]
     blind_spots: Sequence[str]
+    live_tenants: set[str] = field(default_factory=set)
 
     def blind(self, ml: str | None) -> bool:
         """Whether ``ml`` is a blind spot (without a name: whether there is any)."""
@@ -209,9 +202,33 @@ class _Run:
             return bool(self.blind_spots)
         return any(b == "" or ml == b or ml.startswith(b + "/") for b in self.blind_spots)
 
-    def ledger_node(self, got: dict[str, Any], r: dict[str, Any]) -> Any:
-        """The candidate's ledger znode in ``got`` (None: absent)."""
-        return got.get(ledger_path(int(r["ledger_id"]), self.zk.ledgers_root))
+    def ledger_node(self, r: dict[str, Any]) -> Any:
+        """The candidate's ledger znode (None: absent)."""
+        return self.bk.get(ledger_path(int(r["ledger_id"]), self.zk.ledgers_root))
+
+    def first(self, paths: Sequence[str]) -> Any:
+        """The node at ``paths[i]`` in the first Pulsar store ``i`` that has it (None: in none)."""
+        for got, path in zip(self.pulsar, paths, strict=True):
+            if got.get(path) is not None:
+                return got[path]
+        return None
+
+    @property
+    def ml_root(self) -> str:
+        return str(self.stores[0].managed_ledgers_root) if self.stores else "/managed-ledgers"
+
+
+def _read_once(requests: Sequence[tuple[Store, list[str]]], stack: ExitStack) -> list[dict[str, Any]]:
+    """The nodes each (store, paths) request names, in one ``get_many`` per store: requests to one
+    store (BookKeeper and Pulsar in one ZooKeeper, or in one snapshot) share its session, and a
+    snapshot is passed over once, not once per question."""
+    sessions: dict[str, tuple[Any, list[str]]] = {}
+    for store, paths in requests:
+        if _key(store) not in sessions:
+            sessions[_key(store)] = (stack.enter_context(_open(store)), [])
+        sessions[_key(store)][1].extend(paths)
+    got = {k: rd.get_many(paths) for k, (rd, paths) in sessions.items()}
+    return [got[_key(store)] for store, _ in requests]
 
 
 def reverify(
@@ -244,56 +261,84 @@ def reverify(
     for row in candidates:
         by_kind.setdefault(row["kind"], []).append(row)
 
+    orphans = by_kind.get("orphan_ledger", [])
+    missing = by_kind.get("missing_ledger", [])
+    orphan_objects = by_kind.get("orphan_offload_object", [])
+    objects = orphan_objects + by_kind.get("missing_offload_object", [])
+    from ledgerlens.sources.s3 import make_client  # boto3: only when there are objects to check
+
     with ExitStack() as stack:
-        sessions: dict[str, Any] = {}
-        for store in [zk, *stores]:
-            if _key(store) not in sessions:
-                sessions[_key(store)] = stack.enter_context(_open(store))
-        pulsar_reads = [(store, sessions[_key(store)]) for store in stores]
-        run = _Run(v, zk, sessions[_key(zk)], pulsar_reads, deleted, blind_spots)
-
-        # Ledger existence for ledger findings; owner / referencing nodes in every Pulsar store.
-        ledger_rows = by_kind.get("orphan_ledger", []) + by_kind.get("missing_ledger", [])
-        got = run.bk_reads.get_many(ledger_path(int(r["ledger_id"]), zk.ledgers_root) for r in ledger_rows)
-        orphans = by_kind.get("orphan_ledger", [])
+        head_of: dict[int, dict[str, str] | None] = {}
+        if objects and s3 is not None:  # first: the objects' owners are named in their metadata
+            client = (
+                s3_client_factory()
+                if s3_client_factory
+                else make_client(s3, max_attempts=REVERIFY_S3_ATTEMPTS)
+            )
+            head_of = _heads(objects, s3, client)
+        object_ml = _object_mls(orphan_objects, head_of)
         owners = [{id(r): _owner_path(r, store) for r in orphans} for store in stores]
-        tenants = sorted({t for r in orphans if (t := r.get("tenant")) and t not in deleted})
-        live_tenants = _live_tenants(pulsar_reads, tenants)
-        owner_data: list[dict[str, Any]] = []
-        for (_store, rd), own in zip(pulsar_reads, owners, strict=True):
+        tenants = {t for r in orphans if (t := r.get("tenant"))}
+        tenants |= {ml.split("/")[0] for ml in object_ml.values() if ml}
+        tenants -= deleted
+        owner_mls = sorted({ml for ml in object_ml.values() if ml})
+        lids = {
+            k.ledger_id
+            for r in orphan_objects
+            if (k := parse_offload_key(r["object_key"])) and k.ledger_id is not None
+        }
+        # Every node the verdicts need, read in one pass per store.
+        bk_paths = [ledger_path(int(r["ledger_id"]), zk.ledgers_root) for r in orphans + missing]
+        bk_paths += [ledger_path(i, zk.ledgers_root) for i in sorted(lids)]
+        requests: list[tuple[Store, list[str]]] = [(zk, bk_paths)]
+        for store, own in zip(stores, owners, strict=True):
             paths = [o[0] for o in own.values() if o]
-            paths += [r["path"] for r in by_kind.get("missing_ledger", []) if r.get("path")]
-            paths += [r["path"] for r in by_kind.get("missing_offload_object", []) if r.get("path")]
-            owner_data.append(rd.get_many(paths))
-        pgot: dict[str, Any] = {}  # Pulsar nodes: the first store that has the node
-        for nodes in owner_data:
-            for path, value in nodes.items():
-                if pgot.get(path) is None:
-                    pgot[path] = value
-
-        _orphan_ledgers(run, orphans, got, live_tenants, owners, owner_data)
-        _missing_ledgers(run, by_kind.get("missing_ledger", []), got, pgot)
-        objects = by_kind.get("orphan_offload_object", []) + by_kind.get("missing_offload_object", [])
-        if objects:
-            if s3 is None:
-                for r in objects:
-                    v.drop(r, "no S3 source to re-verify against")
+            paths += [r["path"] for r in missing + objects if r.get("path")]
+            paths += list(_tenant_nodes(store, sorted(tenants)))
+            paths += [f"{store.managed_ledgers_root}/{ml}" for ml in owner_mls]
+            requests.append((store, paths))
+        bk, *pulsar_got = _read_once(requests, stack)
+    run = _Run(v, zk, stores, bk, pulsar_got, deleted, blind_spots)
+    run.live_tenants = {
+        t
+        for store, got in zip(stores, pulsar_got, strict=True)
+        for p, t in _tenant_nodes(store, sorted(tenants)).items()
+        if got.get(p) is not None
+    }
+    _orphan_ledgers(run, orphans, owners)
+    _missing_ledgers(run, missing)
+    if objects and s3 is None:
+        for r in objects:
+            v.drop(r, "no S3 source to re-verify against")
+    elif objects:
+        for r in orphan_objects:
+            if head_of[id(r)] is None:
+                v.drop(r, "object deleted since the scan")
             else:
-                _reverify_objects(run, by_kind, pgot, s3, s3_client_factory)
+                _orphan_object(run, r, object_ml.get(id(r)))
+        for r in by_kind.get("missing_offload_object", []):
+            _missing_object(run, r, head_of[id(r)] is not None)
     return v
 
 
+def _object_mls(
+    orphans: Sequence[dict[str, Any]], head_of: dict[int, dict[str, str] | None]
+) -> dict[int, str | None]:
+    """The managed ledger each orphan object that still exists names in its user metadata."""
+    out: dict[int, str | None] = {}
+    for r in orphans:
+        meta = head_of.get(id(r))
+        if meta is not None:
+            out[id(r)] = {k.lower(): val for k, val in meta.items()}.get(USER_METADATA_ML)
+    return out
+
+
 def _orphan_ledgers(
-    run: _Run,
-    orphans: Sequence[dict[str, Any]],
-    got: dict[str, Any],
-    live_tenants: set[str],
-    owners: Sequence[dict[int, tuple[str, str] | None]],
-    owner_data: Sequence[dict[str, Any]],
+    run: _Run, orphans: Sequence[dict[str, Any]], owners: Sequence[dict[int, tuple[str, str] | None]]
 ) -> None:
     """Each ``orphan_ledger`` candidate kept (or turned foreign) or dropped with its reason."""
     for r in orphans:
-        node = run.ledger_node(got, r)
+        node = run.ledger_node(r)
         if node is None:
             run.v.drop(r, "ledger deleted since the scan")
             continue
@@ -301,44 +346,38 @@ def _orphan_ledgers(
             run.v.drop(r, "ledger node unreadable at re-verification")
             continue
         tenant = r.get("tenant")
-        if tenant not in run.deleted and tenant not in live_tenants:
+        if tenant not in run.deleted and tenant not in run.live_tenants:
             run.v.keep.append(_as_foreign(r))
             continue
-        verdict = _owner_verdict(r, owners, owner_data)
+        verdict = _owner_verdict(r, owners, run.pulsar)
         if verdict is None:
             run.v.keep.append(r)
         else:
             run.v.drop(r, verdict)
 
 
-def _referencing_data(
-    v: Verdicts, r: dict[str, Any], exists: bool, created: str, nodes: dict[str, Any], gone: str
-) -> Any:
-    """The bytes of the node that references a ``missing_*`` candidate, or None when the candidate
-    is dropped: what it misses ``exists`` now (reason ``created``), or that node is absent or
-    unreadable (reason ``gone``)."""
+def _referencing_data(run: _Run, r: dict[str, Any], exists: bool, created: str, gone: str) -> Any:
+    """The bytes of the node that references a ``missing_*`` candidate (its ``path``, in the first
+    Pulsar store that has it), or None when the candidate is dropped: what it misses ``exists`` now
+    (reason ``created``), or that node is absent or unreadable (reason ``gone``)."""
     if exists:
-        v.drop(r, created)
+        run.v.drop(r, created)
         return None
-    data = nodes.get(r.get("path") or "")
+    data = run.first([r.get("path") or ""] * len(run.pulsar))
     if data is None or isinstance(data, Exception):
-        v.drop(r, gone)
+        run.v.drop(r, gone)
         return None
     return data
 
 
-def _missing_ledgers(
-    run: _Run, rows: Sequence[dict[str, Any]], got: dict[str, Any], pgot: dict[str, Any]
-) -> None:
+def _missing_ledgers(run: _Run, rows: Sequence[dict[str, Any]]) -> None:
     """Each ``missing_ledger`` candidate kept while the ledger is still absent and still referenced."""
     for r in rows:
-        exists = run.ledger_node(got, r) is not None
         data = _referencing_data(
-            run.v,
+            run,
             r,
-            exists,
+            run.ledger_node(r) is not None,
             "ledger exists (created after the scan)",
-            pgot,
             "referencing node gone or unreadable",
         )
         if data is None:
@@ -353,10 +392,6 @@ def _missing_ledgers(
             run.v.keep.append(r)
         else:
             run.v.drop(r, "no longer referenced")
-
-
-def _ml_root(pulsar_reads: Sequence[tuple[Store, Any]]) -> str:
-    return str(pulsar_reads[0][0].managed_ledgers_root) if pulsar_reads else "/managed-ledgers"
 
 
 def _investigate(row: dict[str, Any], caveat: dict[str, Any]) -> dict[str, Any]:
@@ -393,87 +428,24 @@ def _heads(rows: Sequence[dict[str, Any]], s3: S3Source, client: Any) -> dict[in
     return {id(r): h for r, h in zip(rows, heads, strict=True)}
 
 
-@dataclass
-class _ObjectOwners:
-    """What the orphan offload objects' owners are now: each object's managed ledger (its user
-    metadata), their tenants and which are live, the managed-ledger nodes, the BookKeeper copies."""
-
-    ml_of: dict[int, str | None]
-    tenants: set[str]
-    live_tenants: set[str]
-    ml_nodes: dict[str, Any]
-    in_bk: dict[str, Any]
-
-
-def _object_owners(
-    run: _Run, orphans: Sequence[dict[str, Any]], head_of: dict[int, dict[str, str] | None]
-) -> _ObjectOwners:
-    """The owners of the ``orphans`` whose object still exists (``head_of``: their user metadata)."""
-    owner_mls: dict[int, str | None] = {}
-    for r in orphans:
-        meta = head_of[id(r)]
-        if meta is None:
-            continue
-        lowered = {k.lower(): val for k, val in meta.items()}
-        owner_mls[id(r)] = lowered.get(USER_METADATA_ML)
-    tenants = {ml.split("/")[0] for ml in owner_mls.values() if ml} - run.deleted
-    live_tenants = _live_tenants(run.pulsar_reads, sorted(tenants))
-    wanted = sorted({ml for ml in owner_mls.values() if ml and not run.blind(ml)})
-    ml_nodes: dict[str, Any] = {}  # ML name -> its node in the first Pulsar store that has it
-    for store, rd in run.pulsar_reads:
-        nodes = rd.get_many(f"{store.managed_ledgers_root}/{w}" for w in wanted)
-        for w in wanted:
-            if ml_nodes.get(w) is None:
-                ml_nodes[w] = nodes.get(f"{store.managed_ledgers_root}/{w}")
-    # the BookKeeper copies of the orphans' ledgers: without one, an object is the only copy of its data
-    lids = {
-        k.ledger_id for r in orphans if (k := parse_offload_key(r["object_key"])) and k.ledger_id is not None
-    }
-    in_bk = run.bk_reads.get_many(ledger_path(i, run.zk.ledgers_root) for i in sorted(lids))
-    return _ObjectOwners(owner_mls, tenants, live_tenants, ml_nodes, in_bk)
-
-
-def _reverify_objects(
-    run: _Run,
-    by_kind: dict[str, list[dict[str, Any]]],
-    got: dict[str, Any],
-    s3: S3Source,
-    s3_client_factory: Callable[[], Any] | None,
-) -> None:
-    from ledgerlens.sources.s3 import make_client
-
-    client = s3_client_factory() if s3_client_factory else make_client(s3, max_attempts=REVERIFY_S3_ATTEMPTS)
-    rows = by_kind.get("orphan_offload_object", []) + by_kind.get("missing_offload_object", [])
-    head_of = _heads(rows, s3, client)
-    orphans = by_kind.get("orphan_offload_object", [])
-    owners = _object_owners(run, orphans, head_of)
-    for r in orphans:
-        if head_of[id(r)] is None:
-            run.v.drop(r, "object deleted since the scan")
-        else:
-            _orphan_object(run, r, owners)
-    for r in by_kind.get("missing_offload_object", []):
-        _missing_object(run, r, head_of[id(r)] is not None, got)
-
-
-def _orphan_object(run: _Run, r: dict[str, Any], owners: _ObjectOwners) -> None:
+def _orphan_object(run: _Run, r: dict[str, Any], ml: str | None) -> None:
     """An ``orphan_offload_object`` candidate whose object still exists: kept (or turned foreign, or
     for a person to look at) unless its owner is a blind spot, unreadable or references it again."""
-    ml = owners.ml_of.get(id(r))
     if run.blind(ml):
         why = "owner managed ledger is a blind spot" if ml else "owner unknown while blind spots exist"
         run.v.drop(r, why)
         return
-    if ml and ml.split("/")[0] in owners.tenants - owners.live_tenants:
+    tenant = ml.split("/")[0] if ml else None
+    if tenant and tenant not in run.deleted and tenant not in run.live_tenants:
         run.v.keep.append(_as_foreign(r, "foreign_offload_object", ml))
         return
     if ml:
-        data = owners.ml_nodes.get(ml)
+        data = run.first([f"{store.managed_ledgers_root}/{ml}" for store in run.stores])
         if isinstance(data, Exception):
             run.v.drop(r, "owner node unreadable")
             return
         if data is not None:
-            checked = _against_owner(run, r, ml, data, owners.in_bk)
+            checked = _against_owner(run, r, ml, data)
             if checked is None:
                 return
             r = checked
@@ -485,9 +457,7 @@ def _orphan_object(run: _Run, r: dict[str, Any], owners: _ObjectOwners) -> None:
     run.v.keep.append(r)
 
 
-def _against_owner(
-    run: _Run, r: dict[str, Any], ml: str, data: bytes, in_bk: dict[str, Any]
-) -> dict[str, Any] | None:
+def _against_owner(run: _Run, r: dict[str, Any], ml: str, data: bytes) -> dict[str, Any] | None:
     """An orphan object candidate judged against its owner's node ``data``: None when dropped (the
     node does not decode, or references the object again), else the row, for a person to look at
     (``investigate``) when the owner was emptied or the object is the only copy of its data."""
@@ -503,25 +473,20 @@ def _against_owner(
     # the owner still exists: an emptied node, or an object that is the only copy of its
     # ledger's data, is for a person to look at, never a deletion (docs/audit-rules.md)
     lid = key.ledger_id if key is not None else None
-    bk = in_bk.get(ledger_path(lid, run.zk.ledgers_root)) if lid is not None else None
+    bk = run.bk.get(ledger_path(lid, run.zk.ledgers_root)) if lid is not None else None
     caveat: dict[str, Any] = {}
     if rec.compression == "EMPTY":
-        caveat = {"owner_emptied": True, "owner_node": f"{_ml_root(run.pulsar_reads)}/{ml}"}
+        caveat = {"owner_emptied": True, "owner_node": f"{run.ml_root}/{ml}"}
     elif bk is None or isinstance(bk, Exception):
-        caveat = {"only_copy": True, "owner_node": f"{_ml_root(run.pulsar_reads)}/{ml}"}
+        caveat = {"only_copy": True, "owner_node": f"{run.ml_root}/{ml}"}
     return _investigate(r, caveat) if caveat else r
 
 
-def _missing_object(run: _Run, r: dict[str, Any], exists: bool, got: dict[str, Any]) -> None:
+def _missing_object(run: _Run, r: dict[str, Any], exists: bool) -> None:
     """A ``missing_offload_object`` candidate kept while the object is still absent and its managed
     ledger still says that offload is complete."""
     data = _referencing_data(
-        run.v,
-        r,
-        exists,
-        "object exists (written after the scan)",
-        got,
-        "managed ledger node gone or unreadable",
+        run, r, exists, "object exists (written after the scan)", "managed ledger node gone or unreadable"
     )
     if data is None:
         return

@@ -403,6 +403,10 @@ class Progress:
         return _Relay(self)  # type: ignore[return-value]
 
     def _relayed(self, line: str) -> None:
+        # a closed display prints nothing: the command's last line (an interrupted run's) stays
+        # last while the kernel's messages still come in; a blank line says nothing
+        if self._stop.is_set() or not line.strip():
+            return
         m = _LINE.match(line)
         with self._out_lock:
             self._print(line.rstrip("\n"))
