@@ -25,18 +25,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import threading
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ledgerlens import report
+from ledgerlens.deletion import commands as deletion_commands
 from ledgerlens.errors import ConfigError, LedgerLensError
+from ledgerlens.report import metrics
+from ledgerlens.report.text import SEVERITY_ORDER, human_bytes
+from ledgerlens.runtime import console, lab
+from ledgerlens.runtime.console import Progress, disk_line, process_started, summary_line
+from ledgerlens.runtime.console import started_env as console_started
+from ledgerlens.runtime.outdir import OutputDir
+from ledgerlens.runtime.warm_up import warm_up
 from ledgerlens.settings import arguments, inputs
-from ledgerlens.settings.redact import redact, redact_exception
+from ledgerlens.settings.redact import redact, redact_exception, redact_logging
 from ledgerlens.settings.request import AuditRequest
 
 EXIT_OK = 0
@@ -59,8 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     arguments.add_audit_parsers(sub)
     arguments.add_tool_parsers(sub)
-    from ledgerlens.deletion import commands as deletion_commands
-
     deletion_commands.add_parsers(sub)
     arguments.add_contexts_parsers(sub)
     arguments.add_kafka_parser(sub)
@@ -69,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> Any:
     """Every setting resolved from the context, the environment and these flags."""
-    from ledgerlens.settings import contexts
+    from ledgerlens.settings import contexts  # urllib, ssl (via runtime.preflight): not at CLI start (--help)
 
     return contexts.resolve(getattr(args, "context", None), flags=vars(args))
 
@@ -100,7 +112,7 @@ def _spark_session(
     ``znodes``: how many znodes the metadata stores hold (``preflight``), when every store said; few
     enough (``spark.quick_compile_for``), the JVM, which ends with the command, compiles quickly.
     """
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # pyspark: only when a command starts Spark
 
     from ledgerlens.runtime.spark import get_session, quick_compile_for
 
@@ -134,7 +146,7 @@ def _preflight(
     zk: Any, s3: Any, *, out: Path | None, master: str, allow_empty_metadata: bool, stores: Any = None
 ) -> dict[str, Any]:
     """Everything checkable before Spark starts (``ledgerlens.runtime.preflight``); what it saw."""
-    from ledgerlens.runtime.preflight import preflight
+    from ledgerlens.runtime.preflight import preflight  # urllib, ssl: not at CLI start (--help)
 
     return preflight(
         zk, s3, out=out, spark_master=master, allow_empty_metadata=allow_empty_metadata, stores=stores
@@ -144,8 +156,6 @@ def _preflight(
 def _progress(args: argparse.Namespace, *, bar: bool | None = None) -> Any:
     """The command's progress display (``ledgerlens.runtime.console.Progress``) on its own clock, from the
     process's start: nothing with ``--no-progress``."""
-    from ledgerlens.runtime.console import Progress, process_started
-
     # the command's process (the console script, python -m ledgerlens.cli), else this call (in-process)
     own = Path(sys.argv[0]).name in ("ledgerlens", "cli.py")
     started = process_started() if own else time.time()
@@ -176,8 +186,6 @@ def exit_code(summary: dict[str, Any], fail_on: str | None) -> int:
 
 def format_summary(summary: dict[str, Any], out_dir: Path, findings_path: Path | None = None) -> str:
     """A compact, human summary of an audit run."""
-    from ledgerlens.report.text import SEVERITY_ORDER, human_bytes
-
     sev = summary.get("counts_by_severity") or {}
     kinds = summary.get("counts_by_kind") or {}
     sizes = summary.get("bytes_by_kind") or {}
@@ -209,7 +217,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     with bar.waiting("reading the settings", say_after=2.0):  # said on a slow machine only
         settings = _settings(args)
         request = _request(settings, args)
-    from ledgerlens.runtime.console import disk_line, summary_line
 
     master = request.spark_master
     with bar.waiting(_checking(request.stores, request.s3), done="stores checked", say_after=CHECKS_QUIET_S):
@@ -222,8 +229,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             stores=request.stores,
         )
     _history(request)  # --previous and --history-keep checked before Spark starts
-    from ledgerlens.audit import pipeline
-    from ledgerlens.runtime.outdir import OutputDir
+    from ledgerlens.audit import pipeline  # pyspark: after the stores were checked
 
     with OutputDir(args.out) as od:
         with bar.waiting(f"starting Spark ({redact(master)})", done="Spark started"):
@@ -252,7 +258,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def _history(request: AuditRequest) -> Any:
     """``audit.history.HistoryOptions`` of the request (``audit.previous`` / ``audit.history-keep``)."""
-    from ledgerlens.audit.history import HistoryOptions
+    from ledgerlens.audit.history import HistoryOptions  # pandas, pyspark: not at CLI start
 
     return HistoryOptions.of(request.previous or None, request.history_keep)
 
@@ -288,7 +294,7 @@ def _worst(summary: dict[str, Any], findings: Path) -> str:
     """The worst finding of a run, in words ('' without findings or without the file)."""
     if not summary.get("total_findings") or not findings.exists():
         return ""
-    import pandas as pd
+    import pandas as pd  # pandas: only when the run found something
 
     from ledgerlens.report.html import worst_finding
 
@@ -311,8 +317,6 @@ def _cluster_label(
     """The metrics' ``cluster`` label: the audited Pulsar cluster's name (the run's summary, the
     settings, else, for a failed run, the run last published in ``--out``); the ZooKeeper address
     only while no name is known."""
-    from ledgerlens.settings.redact import redact
-
     name = (
         (summary or {}).get("cluster_name")
         or (settings["pulsar.cluster-name"] if settings is not None else None)
@@ -330,7 +334,6 @@ def _write_metrics(args: argparse.Namespace, summary: dict[str, Any] | None, set
     path = getattr(args, "metrics_textfile", None)
     if not path:
         return
-    from ledgerlens.report import metrics
 
     label = _cluster_label(args, settings, summary)
     if summary is None:
@@ -375,9 +378,6 @@ def notebook_parameters(args: argparse.Namespace, out_dir: Path | None = None) -
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ledgerlens import report
-    from ledgerlens.runtime.outdir import OutputDir
-
     bar = _progress(args, bar=False)  # lines: the runbook kernel's are relayed between them
     with bar.waiting("reading the settings", say_after=2.0):  # said on a slow machine only
         settings = _settings(args)
@@ -398,9 +398,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         )
     _local_python(master)  # inherited by the notebook's kernel
     history = _history(request)
-    from ledgerlens.audit.history import HISTORY_DIR, prune
-    from ledgerlens.runtime.console import disk_line, summary_line
-    from ledgerlens.runtime.console import started_env as console_started
+    from ledgerlens.audit.history import HISTORY_DIR, prune  # pandas, pyspark: not at CLI start
 
     html_target = Path(args.html).resolve() if args.html else None
     # the runbook's pipeline finds the previous run beside its staging directory (in --out)
@@ -451,10 +449,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_lab(args: argparse.Namespace) -> int:
     """Prepare the scratch copies and replace this process with JupyterLab."""
-    import subprocess
-
-    from ledgerlens.runtime import lab
-
     work = lab.prepare(args.workdir, sandbox=args.sandbox or "", fresh=args.fresh)
     argv = lab.command(work, port=args.port, token=args.token, open_browser=not args.no_browser)
     print(f"JupyterLab on the runbooks copied to {work} (Ctrl-C stops it)", file=sys.stderr)
@@ -463,8 +457,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
     """Forward to ``python -m ledgerlens_sandbox.local`` (its ``main``), else drive ``LocalSandbox``."""
-    # lazily: the test machinery (servers, generated clusters) is reached only through this command
-    from ledgerlens_sandbox import local
+    from ledgerlens_sandbox import local  # test machinery (servers, clusters): only through this command
 
     forward = getattr(local, "main", None)
     if callable(forward):
@@ -484,8 +477,6 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
 
 def cmd_warm_up(args: argparse.Namespace) -> int:
     """``warm-up``: write the class archive (``ledgerlens.runtime.warm_up``)."""
-    from ledgerlens.runtime.warm_up import warm_up
-
     print("ledgerlens warm-up: recording the classes Spark loads (about a minute)", flush=True)
     try:
         path, size = warm_up()
@@ -498,7 +489,7 @@ def cmd_warm_up(args: argparse.Namespace) -> int:
 
 def cmd_contexts(args: argparse.Namespace) -> int:
     """``contexts list|show NAME|check NAME``."""
-    from ledgerlens.settings import contexts
+    from ledgerlens.settings import contexts  # urllib, ssl (via runtime.preflight): not at CLI start (--help)
 
     if args.action == "list":
         print(contexts.format_list(contexts.load()))
@@ -509,7 +500,7 @@ def cmd_contexts(args: argparse.Namespace) -> int:
     if args.action == "show":
         print(contexts.format_show(settings))
         return EXIT_OK
-    from ledgerlens.runtime.probe import check_context
+    from ledgerlens.runtime.probe import check_context  # urllib, ssl: only for 'contexts check'
 
     results = check_context(settings, timeout_s=args.timeout)
     print(f"context {settings.context}:")
@@ -520,8 +511,7 @@ def cmd_contexts(args: argparse.Namespace) -> int:
 
 def cmd_pulsar_sandbox(args: argparse.Namespace) -> int:
     """Forward to ``python -m ledgerlens_sandbox.pulsar`` (its ``main``)."""
-    # lazily: the test machinery (a Pulsar standalone) is reached only through this command
-    from ledgerlens_sandbox import pulsar
+    from ledgerlens_sandbox import pulsar  # test machinery (a Pulsar standalone): only through this command
 
     argv = [args.action, "--workdir", str(args.workdir)]
     if args.timeout:
@@ -584,8 +574,6 @@ _SIGNALLED: list[int] = []
 
 
 def _on_signal(signum: int, _frame: Any) -> None:
-    import signal
-
     if _SIGNALLED:  # a second Ctrl-C while unwinding: keep unwinding, no second traceback
         return
     _SIGNALLED.append(signum)
@@ -595,9 +583,6 @@ def _on_signal(signum: int, _frame: Any) -> None:
 
 
 def _install_signal_handlers() -> None:
-    import signal
-    import threading
-
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _on_signal)
         signal.signal(signal.SIGTERM, _on_signal)
@@ -605,10 +590,7 @@ def _install_signal_handlers() -> None:
 
 def _quiet(debug: bool) -> None:
     """No log noise from py4j or Spark on the console unless ``--debug``; redacted log lines."""
-    import logging
-
-    from ledgerlens.runtime.spark import QUIET_ENV
-    from ledgerlens.settings.redact import redact_logging
+    from ledgerlens.runtime.spark import QUIET_ENV  # pyspark: not for --help and usage errors
 
     if not debug:
         os.environ.setdefault(QUIET_ENV, "1")
@@ -622,16 +604,11 @@ def _quiet(debug: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ledgerlens`` console script; returns the exit code."""
-    import logging
-    import signal
-    import traceback
-
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
         return int(e.code) if isinstance(e.code, int) else EXIT_ERROR
-    from ledgerlens.runtime import console
 
     if getattr(args, "verbose", False):
         console.set_verbose(True)  # inherited by the Spark JVM and notebook kernels
@@ -640,7 +617,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = f"ledgerlens {args.command}"
     _SIGNALLED.clear()
     _install_signal_handlers()
-    from ledgerlens.runtime.spark import QUIET_ENV
+    from ledgerlens.runtime.spark import QUIET_ENV  # pyspark: not for --help and usage errors
 
     saved_quiet = os.environ.get(QUIET_ENV)
     saved_levels = {
@@ -649,10 +626,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _quiet(debug or console.verbose())
         apply_sandbox(args)
-        from ledgerlens.deletion.commands import COMMANDS as DELETION_COMMANDS
 
         with console.closing_progress():  # no progress line after the command's last line
-            return {**COMMANDS, **DELETION_COMMANDS}[args.command](args)
+            return {**COMMANDS, **deletion_commands.COMMANDS}[args.command](args)
     except BaseException as e:  # noqa: BLE001 - every way out is one line and an exit status
         if _SIGNALLED or isinstance(e, KeyboardInterrupt | Terminated):
             term = (_SIGNALLED or [signal.SIGINT])[0] == signal.SIGTERM or isinstance(e, Terminated)
@@ -686,7 +662,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _stop_children(grace_s: float = 5.0) -> None:
     """Stop what an interrupted command started and could not stop itself: a Spark JVM interrupted
     while it was starting ignores SIGINT (pyspark starts it so) and has no handle to stop it yet."""
-    import signal
 
     def children() -> list[int]:
         out = []
@@ -714,8 +689,6 @@ def _stop_children(grace_s: float = 5.0) -> None:
 
 
 def threading_main() -> bool:
-    import threading
-
     return threading.current_thread() is threading.main_thread()
 
 

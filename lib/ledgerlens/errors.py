@@ -11,30 +11,37 @@ class LedgerLensError(Exception):
     """Base of every error raised on purpose by ledgerlens."""
 
 
-class DecodeError(LedgerLensError):
+class _ProblemError(LedgerLensError):
+    """An error about one named thing: the message is ``"<subject>: <problem>"``."""
+
+    def __init__(self, subject: str, problem: str) -> None:
+        super().__init__(f"{subject}: {problem}")
+        self.subject = subject
+        self.problem = problem
+
+
+class DecodeError(_ProblemError):
     """Bytes that do not decode as the format they should have.
 
     ``where`` is the znode path or object key, ``problem`` says what is wrong. The audit turns
     these into ``corrupt_metadata`` findings instead of failing the run.
     """
 
-    def __init__(self, where: str, problem: str) -> None:
-        super().__init__(f"{where}: {problem}")
-        self.where = where
-        self.problem = problem
+    @property
+    def where(self) -> str:
+        return self.subject
 
 
 class UnknownVersionError(DecodeError):
     """A format version (BookKeeper metadata, offload object) this release cannot read."""
 
 
-class SourceError(LedgerLensError):
-    """A server (ZooKeeper, S3, Pulsar) could not be reached or answered with an error."""
+class SourceError(_ProblemError):
+    """A server (ZooKeeper, S3, Pulsar) could not be reached or answered with an error (``server``)."""
 
-    def __init__(self, server: str, problem: str) -> None:
-        super().__init__(f"{server}: {problem}")
-        self.server = server
-        self.problem = problem
+    @property
+    def server(self) -> str:
+        return self.subject
 
 
 class ConfigError(LedgerLensError):

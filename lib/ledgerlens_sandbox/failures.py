@@ -50,15 +50,17 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid as uuid_mod
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from ledgerlens.errors import SandboxError
-from ledgerlens.formats.managed_ledger import decode_managed_ledger
+from ledgerlens.formats.bookkeeper import decode_ledger_metadata
+from ledgerlens.formats.managed_ledger import decode_cursor, decode_managed_ledger
 from ledgerlens.formats.names import encode_component
 from ledgerlens.formats.offload import ledger_object_keys
-from ledgerlens.formats.paths import ledger_path
+from ledgerlens.formats.paths import ledger_id_from_path, ledger_path
 from ledgerlens.formats.uuids import uuid_to_bits
 from ledgerlens.inventory.schemas import FINDING_KEYS
 from ledgerlens.proto import managed_ledger_pb2 as mlpb
@@ -152,7 +154,7 @@ def expected_findings(truth: dict[str, Any], *, bookie_reads: bool) -> list[dict
 
 
 def _s3(state: dict[str, Any]) -> Any:
-    import boto3
+    import boto3  # boto3: only where the bucket is touched
 
     return boto3.client(
         "s3",
@@ -174,8 +176,6 @@ def _unload(web: str, topic: str, zk: Any = None, attempts: int = 3) -> None:
     before the unload; when it never comes, the topic is loaded again (the broker recovers the
     position from the cursor ledger) and unloaded again, up to ``attempts`` times.
     """
-    from ledgerlens.formats.managed_ledger import decode_cursor
-
     path = ml_path(topic)
     for attempt in range(1, attempts + 1):
         want: dict[str, tuple[int, int]] = {}
@@ -266,8 +266,6 @@ def plant_retention_overdue(state: dict[str, Any], zk: Any, client: Any) -> list
 def _overdue_ledgers(zk: Any) -> tuple[list[Any], int, list[int]]:
     """From the znodes of the overdue topic: its ledgers, its slowest cursor's mark-delete ledger,
     and the ids of the ledgers behind that cursor (the last ledger never)."""
-    from ledgerlens.formats.managed_ledger import decode_cursor
-
     path = ml_path(TOPIC_OVERDUE)
     ledgers = list(read_ml(zk, TOPIC_OVERDUE).ledgers)
     slowest = min(
@@ -309,7 +307,7 @@ def plant_orphan_by_edit(state: dict[str, Any], zk: Any, client: Any) -> list[di
 
 def plant_bucket_failures(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
     """An orphan bucket snapshot (its property dropped) and a dangling property (its ledger deleted)."""
-    import pulsar
+    import pulsar  # the Pulsar client: only where messages are sent
 
     consumer = client.subscribe(TOPIC_BUCKETS, BUCKET_SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared)
     try:
@@ -359,10 +357,7 @@ def plant_bucket_failures(state: dict[str, Any], zk: Any, client: Any) -> list[d
 
 def _compacted_ledgers(zk: Any, topic: str) -> set[int]:
     """Ids of the BookKeeper ledgers whose metadata says they are compacted ledgers of ``topic``."""
-    from kazoo.exceptions import NoNodeError
-
-    from ledgerlens.formats.bookkeeper import decode_ledger_metadata
-    from ledgerlens.formats.paths import ledger_id_from_path
+    from kazoo.exceptions import NoNodeError  # kazoo: only where ZooKeeper is read
 
     out: set[int] = set()
     for level1 in zk.get_children("/ledgers"):
@@ -394,8 +389,6 @@ def plant_stale_compacted_ledger(state: dict[str, Any], zk: Any, client: Any) ->
     the last cursor-ledger rollover). The ground truth says whether an audit reading the znode alone
     can see the stale ledger (``NEEDS_BOOKIE_READS``).
     """
-    from ledgerlens.formats.managed_ledger import decode_cursor
-
     web, topic = state["web_url"], TOPIC_COMPACTED_LEAK
     cursor_path = f"{ml_path(topic)}/__compaction"
     produce(client, topic, 60, keys=6)
@@ -532,8 +525,6 @@ def _put_like(s3: Any, bucket: str, key: str, body: bytes, *, like: str, **meta:
 
 def plant_offload_damage(state: dict[str, Any], zk: Any, client: Any) -> list[dict[str, Any]]:
     """Damage the offloaded objects of one topic (BookKeeper copies deleted) in seven ways."""
-    import uuid as uuid_mod
-
     web = state["web_url"]
     bucket = state["bucket"]
     produce(client, TOPIC_DAMAGED, 6 * ENTRIES_PER_LEDGER + 10)

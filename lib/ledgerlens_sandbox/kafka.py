@@ -150,7 +150,7 @@ class KafkaBroker(_Server):
         return self._java(_MAIN, str(self._write_config()))
 
     def _ready(self) -> bool:
-        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.admin import AdminClient  # the Kafka client: only to probe the broker
 
         try:
             md = AdminClient({"bootstrap.servers": self.bootstrap_servers}).list_topics(timeout=2)

@@ -77,7 +77,7 @@ class LocalSandbox:
             zk.stop()
             raise
         _dummy_aws_env()
-        import boto3
+        import boto3  # boto3: only to create the bucket
 
         boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1").create_bucket(Bucket=bucket)
         state = {

@@ -22,11 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
 from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens_sandbox import wire
+from ledgerlens_sandbox.writer import write_znodes
 
 FIRST_ID = 50_000_000  # far above what a sandbox broker allocates
 
@@ -55,8 +59,6 @@ def fabricate(
     seed: int = 0,
 ) -> Orphans:
     """Write ``ledgers`` orphan ledger znodes and ``copies`` orphan offload copies (data + index)."""
-    from ledgerlens_sandbox.cluster import write_znodes
-
     ctime = int(time.time() * 1000) - 3600_000 if ctime_ms is None else ctime_ms
     custom = {"application": "pulsar", "component": "managed-ledger", "pulsar/managed-ledger": managed_ledger}
     out = Orphans(managed_ledger, ctime_ms=ctime)
@@ -121,12 +123,36 @@ def audit_output(
     as_of_ms: int | None = None,
 ) -> Path:
     """An audit ``--out`` directory whose findings are exactly these orphans (read back live)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     out = Path(out_dir)
     now = int(time.time() * 1000) if as_of_ms is None else as_of_ms
-    ids = list(ledger_ids)
+    bk_rows, ledger_findings = _ledger_rows(zk, list(ledger_ids), now)
+    obj_rows, object_findings = _object_rows(s3, bucket, list(object_keys))
+    (out / "findings.parquet").mkdir(parents=True, exist_ok=True)
+    pq.write_table(
+        pa.Table.from_pylist(ledger_findings + object_findings, schema=_FINDINGS),
+        out / "findings.parquet" / "part-0.parquet",
+    )
+    inv = out / "inventory"
+    for table, rows, schema in (
+        ("bk_ledgers", bk_rows, _BK),
+        ("offload_objects", obj_rows, None),
+        ("namespace_policies", [{"tenant": t, "namespace": f"{t}/ns"} for t in tenants], None),
+    ):
+        (inv / table).mkdir(parents=True, exist_ok=True)
+        tbl = (
+            pa.Table.from_pylist(rows, schema=schema)
+            if rows or schema
+            else pa.table({"key": pa.array([], pa.string())})
+        )
+        pq.write_table(tbl, inv / table / "part-0.parquet")
+    (out / "summary.json").write_text(
+        json.dumps({"as_of_ms": now, "auditor": "sandbox", "fabricated": True}) + "\n"
+    )
+    return out
+
+
+def _ledger_rows(zk: Any, ids: list[int], now: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``bk_ledgers`` rows and ``orphan_ledger`` findings of ledgers ``ids``, their metadata read back."""
     paths = [ledger_path(i) for i in ids]
     results = [zk.get_async(p) for p in paths]
     bk_rows, findings = [], []
@@ -162,10 +188,14 @@ def audit_output(
                 age_s=(now - (md.ctime_ms or now)) // 1000,
             )
         )
-    keys = list(object_keys)
+    return bk_rows, findings
+
+
+def _object_rows(s3: Any, bucket: str, keys: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``offload_objects`` rows and ``orphan_offload_object`` findings of ``keys`` (HEAD each)."""
     with ThreadPoolExecutor(max_workers=16) as pool:
         heads = list(pool.map(lambda k: s3.head_object(Bucket=bucket, Key=k), keys))
-    obj_rows = []
+    obj_rows, findings = [], []
     for key, h in zip(keys, heads, strict=True):
         parsed = parse_offload_key(key)
         assert parsed is not None, key
@@ -198,27 +228,7 @@ def audit_output(
                 age_s=60,
             )
         )
-    (out / "findings.parquet").mkdir(parents=True, exist_ok=True)
-    pq.write_table(
-        pa.Table.from_pylist(findings, schema=_FINDINGS), out / "findings.parquet" / "part-0.parquet"
-    )
-    inv = out / "inventory"
-    for table, rows, schema in (
-        ("bk_ledgers", bk_rows, _BK),
-        ("offload_objects", obj_rows, None),
-        ("namespace_policies", [{"tenant": t, "namespace": f"{t}/ns"} for t in tenants], None),
-    ):
-        (inv / table).mkdir(parents=True, exist_ok=True)
-        tbl = (
-            pa.Table.from_pylist(rows, schema=schema)
-            if rows or schema
-            else pa.table({"key": pa.array([], pa.string())})
-        )
-        pq.write_table(tbl, inv / table / "part-0.parquet")
-    (out / "summary.json").write_text(
-        json.dumps({"as_of_ms": now, "auditor": "sandbox", "fabricated": True}) + "\n"
-    )
-    return out
+    return obj_rows, findings
 
 
 def _finding(
@@ -253,8 +263,6 @@ def _finding(
 
 
 def _schemas() -> tuple[Any, Any]:
-    import pyarrow as pa
-
     s, i64, i32 = pa.string(), pa.int64(), pa.int32()
     findings = pa.schema(
         [

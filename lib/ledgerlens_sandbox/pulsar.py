@@ -15,6 +15,7 @@ Command line::
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -32,7 +33,7 @@ from typing import Any
 
 from ledgerlens.errors import SandboxError
 from ledgerlens.settings.config import cache_dir
-from ledgerlens_sandbox.servers import _tail, free_port, pid_alive, stop_pid
+from ledgerlens_sandbox.servers import S3Server, _tail, free_port, pid_alive, port_open, stop_pid
 
 PULSAR_VERSION = "4.0.8"
 CLUSTER = "standalone"
@@ -250,16 +251,6 @@ def topic_path(topic: str) -> str:
 # --- the sandbox ----------------------------------------------------------------------------------
 
 
-def _port_open(port: int) -> bool:
-    import socket
-
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def _spawn(cmd: list[str], log: Path, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
@@ -408,14 +399,12 @@ class PulsarSandbox:
             raise
 
     def _start_s3(self, state: dict[str, Any]) -> None:
-        from ledgerlens_sandbox.servers import S3Server
-
         server = S3Server(self.workdir / "s3", port=state["ports"]["s3"])
         server.start(timeout=60)
         state["pids"]["s3"] = server.pid
         # keep the Popen alive for this process; other processes stop it by pid
         self._s3_server = server
-        import boto3
+        import boto3  # boto3: only when the sandbox starts its S3 server
 
         s3 = boto3.client(
             "s3",
@@ -443,7 +432,7 @@ class PulsarSandbox:
         ]
         proc = _spawn(cmd, Path(state["logs"]["s3_relay"]), dict(os.environ), self.workdir)
         deadline = time.monotonic() + timeout
-        while not _port_open(port):
+        while not port_open(port):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SandboxError(
                     f"s3 relay on 127.0.0.1:{port} did not start\nlog {state['logs']['s3_relay']}:\n"
@@ -681,7 +670,7 @@ class MetadataBroker:
 
 def make_client(state: dict[str, Any], **kwargs: Any) -> Any:
     """A ``pulsar.Client`` for the sandbox with its C++ logging kept quiet."""
-    import pulsar
+    import pulsar  # the Pulsar client: only where a client is made
 
     # the C++ client's log factory is process-wide and set by the first client: a Python logger
     # there would let lines that are not UTF-8 (message payloads at DEBUG) through its level
@@ -695,7 +684,6 @@ def make_client(state: dict[str, Any], **kwargs: Any) -> Any:
 
 def _relay_main(listen: int, target: int) -> None:
     """Forward TCP 127.0.0.1:listen -> 127.0.0.1:target until killed."""
-    import asyncio
 
     async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -747,15 +735,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             result = box.up(timeout=args.timeout)
         elif args.command == "seed":
-            from ledgerlens_sandbox.seed import seed
+            from ledgerlens_sandbox.seed import seed  # cycle: seed imports this module
 
             result = seed(box.state())
         elif args.command == "plant":
-            from ledgerlens_sandbox.failures import plant
+            from ledgerlens_sandbox.failures import plant  # cycle: failures imports this module
 
             result = plant(box.state())
         elif args.command == "restore-s3":
-            from ledgerlens_sandbox.failures import restore_s3
+            from ledgerlens_sandbox.failures import restore_s3  # cycle: failures imports this module
 
             restore_s3(box.state())
             result = box.status()

@@ -23,7 +23,7 @@ from typing import Any
 from ledgerlens.errors import SandboxError
 from ledgerlens.formats.managed_ledger import ManagedLedgerRecord, decode_cursor, decode_managed_ledger
 from ledgerlens.formats.names import encode_component, topic_to_managed_ledger
-from ledgerlens_sandbox.pulsar import CLUSTER, AdminError, admin, make_client, topic_path
+from ledgerlens_sandbox.pulsar import CLUSTER, admin, make_client, topic_path
 
 ML_ROOT = "/managed-ledgers"
 BUCKET_PREFIX = "#pulsar.internal.delayed.bucket_"
@@ -66,7 +66,7 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: floa
 
 def zk_client(state: dict[str, Any]) -> Any:
     """A started KazooClient on the sandbox's ZooKeeper."""
-    from kazoo.client import KazooClient
+    from kazoo.client import KazooClient  # kazoo: only where ZooKeeper is read
 
     client = KazooClient(hosts=state["zookeeper_hosts"], timeout=30)
     client.start(timeout=30)
@@ -168,7 +168,7 @@ def produce_schedule(
 
 def consume(client: Any, topic: str, subscription: str, count: int, **kwargs: Any) -> int:
     """Subscribe (from the earliest message), receive and acknowledge up to ``count`` messages."""
-    import pulsar
+    import pulsar  # the Pulsar client: only where messages flow
 
     kwargs.setdefault("initial_position", pulsar.InitialPosition.Earliest)
     consumer = client.subscribe(topic, subscription, **kwargs)
@@ -274,7 +274,7 @@ def _avro(version: int) -> str:
 
 def _order_records() -> tuple[type, type]:
     """Two versions of one JSON record ``Order`` (same name, a field added)."""
-    from pulsar.schema import Integer, Record, String
+    from pulsar.schema import Integer, Record, String  # the Pulsar client: only where messages flow
 
     def v1() -> type:
         class Order(Record):
@@ -294,11 +294,132 @@ def _order_records() -> tuple[type, type]:
     return v1(), v2()
 
 
+def _seed_topics(web: str, client: Any, zk: Any, made: dict[str, Any]) -> None:
+    """A non-partitioned topic with an odd name and three subscriptions; a partitioned topic; a live one."""
+    import pulsar  # the Pulsar client: only where messages flow
+
+    consume(client, TOPIC_ODD, "sub inactive 100%", 0)  # created, never consumes
+    produce(client, TOPIC_ODD, 180)
+    n_all = consume(client, TOPIC_ODD, "sub active é", 180)
+    n_half = consume(client, TOPIC_ODD, "sub-partial", 90)
+    made["subscriptions"][TOPIC_ODD] = {"sub active é": n_all, "sub-partial": n_half, "sub inactive 100%": 0}
+
+    admin(web, "PUT", topic_path(TOPIC_PARTITIONED) + "/partitions", PARTITIONS, ok=(200, 204, 409))
+    consume(client, TOPIC_PARTITIONED, "shared sub", 0, consumer_type=pulsar.ConsumerType.Shared)
+    produce(client, TOPIC_PARTITIONED, 240)
+    made["subscriptions"][TOPIC_PARTITIONED] = {
+        "shared sub": consume(
+            client, TOPIC_PARTITIONED, "shared sub", 240, consumer_type=pulsar.ConsumerType.Shared
+        )
+    }
+    produce(client, TOPIC_LIVE, 60)
+
+
+def _seed_schemas(web: str, client: Any, zk: Any, made: dict[str, Any]) -> None:
+    """Schema evolution: three AVRO versions over REST, a JSON schema through the client."""
+    from pulsar.schema import JsonSchema  # the Pulsar client: only where messages flow
+
+    for v in (1, 2, 3):
+        body = {"type": "AVRO", "schema": _avro(v), "properties": {"ledgerlens": f"v{v}"}}
+        admin(web, "POST", _schema_path(TOPIC_AVRO), body)
+    order_v1, order_v2 = _order_records()
+    produce(client, TOPIC_JSON, 5, schema=JsonSchema(order_v1), make=lambda i: order_v1(id=i, item="a"))
+    produce(
+        client, TOPIC_JSON, 5, schema=JsonSchema(order_v2), make=lambda i: order_v2(id=i, item="b", note="n")
+    )
+    made["schemas"] = {
+        topic: admin(web, "GET", _schema_path(topic).rsplit("/", 1)[0] + "/schemas")
+        for topic in (TOPIC_AVRO, TOPIC_JSON)
+    }
+
+
+def _seed_compaction(web: str, client: Any, zk: Any, made: dict[str, Any]) -> None:
+    """A compacted topic whose ``__compaction`` cursor znode names its compacted ledger."""
+    produce(client, TOPIC_COMPACTED, 150, keys=10)
+    compact_and_wait(web, TOPIC_COMPACTED)
+    # The compacted ledger id reaches the cursor znode only when the cursor's metadata is persisted
+    # there (cursor-ledger rollover or close); until then it lives in the cursor ledger alone. The
+    # unload closes the cursor (the topic loads again on the next use).
+    admin(web, "PUT", topic_path(TOPIC_COMPACTED) + "/unload", ok=(200, 204))
+    path = f"{ml_path(TOPIC_COMPACTED)}/__compaction"
+
+    def compacted_ledger() -> int | None:
+        return decode_cursor(zk.get(path)[0], path=path).compacted_ledger_id
+
+    made["compacted_ledger"] = wait_for(compacted_ledger, 120, f"CompactedTopicLedger in {path}")
+
+
+def _seed_manual_offload(web: str, client: Any, zk: Any, made: dict[str, Any]) -> None:
+    """Manual offload, then the BookKeeper copies go after the deletion lag."""
+    produce(client, TOPIC_OFFLOAD, 200)
+    made["offload_status"] = offload_and_wait(web, TOPIC_OFFLOAD)
+    offloaded = offloaded_ledgers(read_ml(zk, TOPIC_OFFLOAD))
+    if not offloaded:
+        raise SandboxError(f"offload of {TOPIC_OFFLOAD} reported SUCCESS but no ledger is offloaded")
+    wait_bookkeeper_deleted(zk, TOPIC_OFFLOAD, offloaded)
+    made["offloaded_ledgers"] = {TOPIC_OFFLOAD: offloaded}
+
+
+def _seed_threshold_offload(web: str, client: Any, zk: Any, made: dict[str, Any]) -> None:
+    """Threshold offload (namespace offloadThreshold = 0): two ledgers offloaded on their own."""
+    produce(client, TOPIC_TIERED, 200)
+    auto = wait_for(
+        lambda: (lambda ids: ids if len(ids) >= 2 else None)(offloaded_ledgers(read_ml(zk, TOPIC_TIERED))),
+        180,
+        f"threshold offload of {TOPIC_TIERED}",
+    )
+    made["offloaded_ledgers"][TOPIC_TIERED] = list(auto)
+
+
+def _seed_delayed(web: str, client: Any, zk: Any, made: dict[str, Any]) -> None:
+    """Delayed messages spread over several ledgers: buckets are sealed on ledger changes.
+
+    The schedule is known exactly (seed.json "delayed_schedule": ledger, entry, deliver-at), with
+    plain messages between them (delivered at once, never indexed) and a few far-future ones.
+    """
+    import pulsar  # the Pulsar client: only where messages flow
+
+    delayed_consumer = client.subscribe(
+        TOPIC_DELAYED, "delayed-sub", consumer_type=pulsar.ConsumerType.Shared
+    )
+    try:
+        schedule = produce_schedule(client, TOPIC_DELAYED, DELAYED_MESSAGES)
+        buckets = wait_for(
+            lambda: (lambda p: p if len(p) >= 2 else None)(
+                {k: v for k, v in cursor_properties(zk, TOPIC_DELAYED, "delayed-sub").items()
+                 if k.startswith(BUCKET_PREFIX)}
+            ),
+            120,
+            f"delayed-index buckets on {TOPIC_DELAYED}",
+        )  # fmt: skip
+    finally:
+        delayed_consumer.close()
+    made["buckets"] = {TOPIC_DELAYED: buckets}
+    made["delayed_schedule"] = {TOPIC_DELAYED: schedule}
+
+
+# the seeding's steps in order, each timed as made["timings"][key]
+_STEPS: tuple[tuple[str, Callable[[str, Any, Any, dict[str, Any]], None]], ...] = (
+    ("topics_s", _seed_topics),
+    ("schemas_s", _seed_schemas),
+    ("compaction_s", _seed_compaction),
+    ("manual_offload_s", _seed_manual_offload),
+    ("threshold_offload_s", _seed_threshold_offload),
+    ("delayed_s", _seed_delayed),
+)
+_SEEDED_TOPICS = (
+    TOPIC_ODD,
+    TOPIC_LIVE,
+    TOPIC_JSON,
+    TOPIC_COMPACTED,
+    TOPIC_OFFLOAD,
+    TOPIC_TIERED,
+    TOPIC_DELAYED,
+)
+
+
 def seed(sandbox_state: dict[str, Any]) -> dict[str, Any]:
     """Write real traffic into a running sandbox; returns (and records in the state dir) what was made."""
-    import pulsar
-    from pulsar.schema import JsonSchema
-
     state = sandbox_state
     web = state["web_url"]
     t_start = time.monotonic()
@@ -313,131 +434,14 @@ def seed(sandbox_state: dict[str, Any]) -> dict[str, Any]:
     client = make_client(state)
     zk = zk_client(state)
     try:
-        # non-partitioned topic with an odd name, three subscriptions
-        t0 = time.monotonic()
-        consume(client, TOPIC_ODD, "sub inactive 100%", 0)  # created, never consumes
-        produce(client, TOPIC_ODD, 180)
-        n_all = consume(client, TOPIC_ODD, "sub active é", 180)
-        n_half = consume(client, TOPIC_ODD, "sub-partial", 90)
-        made["subscriptions"][TOPIC_ODD] = {
-            "sub active é": n_all,
-            "sub-partial": n_half,
-            "sub inactive 100%": 0,
-        }
-
-        # partitioned topic
-        admin(web, "PUT", topic_path(TOPIC_PARTITIONED) + "/partitions", PARTITIONS, ok=(200, 204, 409))
-        consume(client, TOPIC_PARTITIONED, "shared sub", 0, consumer_type=pulsar.ConsumerType.Shared)
-        produce(client, TOPIC_PARTITIONED, 240)
-        made["subscriptions"][TOPIC_PARTITIONED] = {
-            "shared sub": consume(
-                client, TOPIC_PARTITIONED, "shared sub", 240, consumer_type=pulsar.ConsumerType.Shared
-            )
-        }
-        produce(client, TOPIC_LIVE, 60)
-        made["timings"]["topics_s"] = round(time.monotonic() - t0, 2)
-
-        # schema evolution: three AVRO versions over REST, a JSON schema through the client
-        t0 = time.monotonic()
-        versions = []
-        for v in (1, 2, 3):
-            body = {"type": "AVRO", "schema": _avro(v), "properties": {"ledgerlens": f"v{v}"}}
-            res = admin(web, "POST", _schema_path(TOPIC_AVRO), body)
-            versions.append(res.get("version") if isinstance(res, dict) else res)
-
-        order_v1, order_v2 = _order_records()
-        produce(client, TOPIC_JSON, 5, schema=JsonSchema(order_v1), make=lambda i: order_v1(id=i, item="a"))
-        produce(
-            client,
-            TOPIC_JSON,
-            5,
-            schema=JsonSchema(order_v2),
-            make=lambda i: order_v2(id=i, item="b", note="n"),
-        )
-        made["schemas"] = {
-            TOPIC_AVRO: admin(web, "GET", _schema_path(TOPIC_AVRO).rsplit("/", 1)[0] + "/schemas"),
-            TOPIC_JSON: admin(web, "GET", _schema_path(TOPIC_JSON).rsplit("/", 1)[0] + "/schemas"),
-        }
-        made["timings"]["schemas_s"] = round(time.monotonic() - t0, 2)
-
-        # compaction
-        t0 = time.monotonic()
-        produce(client, TOPIC_COMPACTED, 150, keys=10)
-        compact_and_wait(web, TOPIC_COMPACTED)
-        # The compacted ledger id reaches the cursor znode only when the cursor's metadata is persisted
-        # there (cursor-ledger rollover or close); until then it lives in the cursor ledger alone. The
-        # unload closes the cursor (the topic loads again on the next use).
-        admin(web, "PUT", topic_path(TOPIC_COMPACTED) + "/unload", ok=(200, 204))
-        path = f"{ml_path(TOPIC_COMPACTED)}/__compaction"
-
-        def compacted_ledger() -> int | None:
-            return decode_cursor(zk.get(path)[0], path=path).compacted_ledger_id
-
-        made["compacted_ledger"] = wait_for(compacted_ledger, 120, f"CompactedTopicLedger in {path}")
-        made["timings"]["compaction_s"] = round(time.monotonic() - t0, 2)
-
-        # manual offload, then the BookKeeper copies go after the deletion lag
-        t0 = time.monotonic()
-        produce(client, TOPIC_OFFLOAD, 200)
-        made["offload_status"] = offload_and_wait(web, TOPIC_OFFLOAD)
-        offloaded = offloaded_ledgers(read_ml(zk, TOPIC_OFFLOAD))
-        if not offloaded:
-            raise SandboxError(f"offload of {TOPIC_OFFLOAD} reported SUCCESS but no ledger is offloaded")
-        wait_bookkeeper_deleted(zk, TOPIC_OFFLOAD, offloaded)
-        made["offloaded_ledgers"] = {TOPIC_OFFLOAD: offloaded}
-        made["timings"]["manual_offload_s"] = round(time.monotonic() - t0, 2)
-
-        # threshold offload (namespace offloadThreshold = 0)
-        t0 = time.monotonic()
-        produce(client, TOPIC_TIERED, 200)
-        auto = wait_for(
-            lambda: (lambda ids: ids if len(ids) >= 2 else None)(
-                offloaded_ledgers(read_ml(zk, TOPIC_TIERED))
-            ),
-            180,
-            f"threshold offload of {TOPIC_TIERED}",
-        )
-        made["offloaded_ledgers"][TOPIC_TIERED] = list(auto)
-        made["timings"]["threshold_offload_s"] = round(time.monotonic() - t0, 2)
-
-        # delayed messages spread over several ledgers: buckets are sealed on ledger changes. The
-        # schedule is known exactly (seed.json "delayed_schedule": ledger, entry, deliver-at), with
-        # plain messages between them (delivered at once, never indexed) and a few far-future ones.
-        t0 = time.monotonic()
-        delayed_consumer = client.subscribe(
-            TOPIC_DELAYED, "delayed-sub", consumer_type=pulsar.ConsumerType.Shared
-        )
-        try:
-            schedule = produce_schedule(client, TOPIC_DELAYED, DELAYED_MESSAGES)
-            buckets = wait_for(
-                lambda: (lambda p: p if len(p) >= 2 else None)(
-                    {k: v for k, v in cursor_properties(zk, TOPIC_DELAYED, "delayed-sub").items()
-                     if k.startswith(BUCKET_PREFIX)}
-                ),
-                120,
-                f"delayed-index buckets on {TOPIC_DELAYED}",
-            )  # fmt: skip
-        finally:
-            delayed_consumer.close()
-        made["buckets"] = {TOPIC_DELAYED: buckets}
-        made["delayed_schedule"] = {TOPIC_DELAYED: schedule}
-        made["timings"]["delayed_s"] = round(time.monotonic() - t0, 2)
-
-        topics = [
-            TOPIC_ODD,
-            TOPIC_LIVE,
-            TOPIC_JSON,
-            TOPIC_COMPACTED,
-            TOPIC_OFFLOAD,
-            TOPIC_TIERED,
-            TOPIC_DELAYED,
-        ]
-        topics += [f"{TOPIC_PARTITIONED}-partition-{i}" for i in range(PARTITIONS)]
+        for key, step in _STEPS:
+            t0 = time.monotonic()
+            step(web, client, zk, made)
+            made["timings"][key] = round(time.monotonic() - t0, 2)
+        topics = [*_SEEDED_TOPICS, *(f"{TOPIC_PARTITIONED}-partition-{i}" for i in range(PARTITIONS))]
         for t in topics:
             with_ml = zk.exists(ml_path(t)) is not None
             made["topics"][t] = {"managed_ledger": topic_to_managed_ledger(t), "exists": with_ml}
-    except AdminError:
-        raise
     finally:
         client.close()
         zk.stop()

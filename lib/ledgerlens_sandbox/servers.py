@@ -204,7 +204,7 @@ class _Server:
             if code is not None:
                 reason = f"process exited with code {code}"
                 break
-            if _port_open(self.port) and self._ready():
+            if port_open(self.port) and self._ready():
                 return self
             time.sleep(0.1)
         else:
@@ -239,7 +239,8 @@ class _Server:
         self.stop()
 
 
-def _port_open(port: int) -> bool:
+def port_open(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:``port`` (a connection within half a second)."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
             return True
@@ -329,7 +330,7 @@ class ZooKeeperServer(_Server):
         ]
 
     def _ready(self) -> bool:
-        from kazoo.client import KazooClient
+        from kazoo.client import KazooClient  # kazoo: only to probe the ZooKeeper server
         from kazoo.handlers.threading import KazooTimeoutError
 
         quiet = logging.getLogger("ledgerlens_sandbox.zookeeper-probe")

@@ -12,6 +12,9 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import cramjam
+import lz4.block
+import zstandard
 from google.protobuf import text_format
 
 from ledgerlens.proto import bookkeeper_pb2 as bk
@@ -31,6 +34,8 @@ def bk_header(version: int) -> bytes:
 
 def varint(n: int) -> bytes:
     """Unsigned protobuf varint."""
+    # Written here, not taken from ledgerlens.formats (kafka_remote_log's private encoder): the sandbox's
+    # writers stay independent of the package whose decoders they check.
     if n < 0:
         raise ValueError("varint of a negative number")
     out = bytearray()
@@ -145,6 +150,8 @@ _URL_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 
 def url_encode(component: str) -> str:
     """``java.net.URLEncoder.encode(s, UTF-8)``: ``[A-Za-z0-9.*_-]`` kept, space -> ``+``, rest ``%XX``."""
+    # Not formats.names.encode_component: the audit encodes cursor paths with that one, and
+    # tests/integration/test_sandbox.py checks the two against each other.
     out: list[str] = []
     for b in component.encode("utf-8"):
         if b in _URL_SAFE:
@@ -209,18 +216,12 @@ def compress(codec: str, data: bytes) -> bytes:
     if codec == "NONE":
         return data
     if codec == "LZ4":
-        import lz4.block
-
         return bytes(lz4.block.compress(data, store_size=False))
     if codec == "ZLIB":
         return zlib.compress(data)
     if codec == "ZSTD":
-        import zstandard
-
         return bytes(zstandard.ZstdCompressor(level=3).compress(data))
     if codec == "SNAPPY":
-        import cramjam
-
         return bytes(cramjam.snappy.compress_raw(data))
     raise ValueError(f"unknown compression codec {codec!r}")
 

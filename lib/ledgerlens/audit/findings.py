@@ -28,14 +28,7 @@ REVERIFICATION_KINDS: tuple[str, ...] = ("foreign_offload_object",)
 # A rule's row before the final touch: the findings columns with tenant/namespace hints, plus the
 # managed ledger whose node path and existence the final step looks up (``owner_ml``).
 RAW_COLUMNS: tuple[str, ...] = (
-    "kind",
-    "severity",
-    "component",
-    "ledger_id",
-    "managed_ledger",
-    "cursor",
-    "path",
-    "object_key",
+    *schemas.FINDING_KEYS,
     "bytes",
     "evidence",
     "action",

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
-__all__ = ["Look", "union_all"]
+__all__ = ["Look", "firsts", "renamed", "union_all"]
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame:
@@ -16,6 +17,16 @@ def union_all(frames: Sequence[DataFrame]) -> DataFrame:
     if not frames:
         raise ValueError("union_all: no frames")
     return reduce(DataFrame.unionByName, frames)
+
+
+def renamed(**names: str) -> list[Column]:
+    """A select's renamed columns, in the order given: ``new="old"`` reads column ``old`` as ``new``."""
+    return [F.col(old).alias(new) for new, old in names.items()]
+
+
+def firsts(*names: str) -> list[Column]:
+    """The aggregates ``first(c) AS c`` of the columns ``names`` (one value per group)."""
+    return [F.first(c).alias(c) for c in names]
 
 
 @dataclass(frozen=True)

@@ -23,15 +23,17 @@ root instead of paging. Thresholds: docs/audit-rules.md, "Plausibility gates".
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ledgerlens.audit.frames import Look, union_all
 from ledgerlens.errors import LedgerLensError, SourceError
+from ledgerlens.report.kinds import declared
 from ledgerlens.settings.config import ZooKeeperSource
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-    from ledgerlens.audit.frames import Look
+from ledgerlens.sources.admin_client import AdminAuthError, _ns_api, _q
 
 BOOKKEEPER_NODES = ("LAYOUT", "available")
 MISSING_SHARE = 0.05  # of the distinct ledgers the metadata references
@@ -67,7 +69,7 @@ def check_structure(
     ``option`` names the setting that gave the store (for the hint). Returns what was seen
     (``judge_structure``).
     """
-    from kazoo.exceptions import NoAuthError
+    from kazoo.exceptions import NoAuthError  # kazoo: only with a live ZooKeeper
 
     where = f"zookeeper {zk.hosts}"
     chroot = zk.hosts.partition("/")[2]
@@ -189,10 +191,6 @@ def check_admin_structure(
     ``check_inventory`` after collection). A refusal (401 / 403) is an error: the collection needs
     these listings.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ledgerlens.sources.admin_client import AdminAuthError, _ns_api, _q
-
     counts = {"tenants": 0, "namespaces": 0, "topics": 0}
     with_topics: set[str] = set()
     complete = True
@@ -252,10 +250,6 @@ MANAGED = "managed_ledgers"  # the look of managed_ledger_look
 def managed_ledger_look() -> Look:
     """The managed ledgers ``check_inventory`` looks for (decoded ones), counted with the audit's
     facts (``audit.facts``)."""
-    from pyspark.sql import functions as F
-
-    from ledgerlens.audit.frames import Look
-
     return Look("managed_ledgers", MANAGED, F.col("error").isNull())
 
 
@@ -271,10 +265,6 @@ def check_inventory(
     ``managed``: the count of ``managed_ledger_look`` when the caller has it; None: looked up
     here. BookKeeper and the bucket are probed (one job) only when there is no managed ledger.
     """
-    from pyspark.sql import functions as F
-
-    from ledgerlens.audit.frames import union_all
-
     probes: dict[str, DataFrame] = {}
     mls = tables.get("managed_ledgers")
     if managed is None and mls is not None:
@@ -335,8 +325,6 @@ def wrong_root_suspicion(missing: int, references: int) -> dict[str, Any] | None
 def downgrade_missing(findings: DataFrame) -> DataFrame:
     """``missing_ledger`` findings as warnings, and orphan findings as ``investigate`` (never a
     deletion candidate), all marked ``suspected_wrong_root`` in their evidence."""
-    from pyspark.sql import functions as F
-
     missing = F.col("kind") == "missing_ledger"
     orphan = F.col("kind").isin("orphan_ledger", "orphan_offload_object")
     marked = F.concat(
@@ -344,7 +332,10 @@ def downgrade_missing(findings: DataFrame) -> DataFrame:
     )
     touched = (missing | orphan) & F.col("evidence").endswith("}") & (F.length("evidence") > 2)
     return (
-        findings.withColumn("severity", F.when(missing, F.lit("warning")).otherwise(F.col("severity")))
+        findings.withColumn(
+            "severity",
+            F.when(missing, F.lit(declared("missing_ledger").other("warning"))).otherwise(F.col("severity")),
+        )
         .withColumn("action", F.when(orphan, F.lit("investigate")).otherwise(F.col("action")))
         .withColumn("evidence", F.when(touched, marked).otherwise(F.col("evidence")))
     )

@@ -6,13 +6,28 @@ call; both produce the same ``findings.parquet`` and ``summary.json`` for the sa
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
+import shutil
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from ledgerlens.audit import gates
+from ledgerlens.audit.disk import write_disk_usage
+from ledgerlens.audit.findings import order_findings, summary_of, summary_rows
+from ledgerlens.audit.frames import Look
+from ledgerlens.audit.gates import MISSING_MIN
 from ledgerlens.audit.history import (
     HISTORY_DIR,
     Comparison,
@@ -25,23 +40,26 @@ from ledgerlens.audit.history import (
     warn,
     write_resolved,
 )
-from ledgerlens.errors import SourceError
+from ledgerlens.audit.materialize import release
+from ledgerlens.audit.names import ANY
+from ledgerlens.audit.references import ML_TAG, cursor_references, schema_references
+from ledgerlens.audit.run import inventory_facts, run_audit
+from ledgerlens.errors import ConfigError, SourceError
 from ledgerlens.inventory import schemas
+from ledgerlens.inventory.collect import collect_inventory, load_inventory
 from ledgerlens.offload.verdicts import NOT_VERIFIED, VERDICTS_NAME, Incremental
 from ledgerlens.runtime.console import Progress, as_progress
 from ledgerlens.runtime.outdir import OutputDir, published_dir
 from ledgerlens.runtime.spark import sized_for
 from ledgerlens.settings.config import AuditConfig, BookieSource, S3Source, ZooKeeperSource
-from ledgerlens.settings.redact import redact_obj
+from ledgerlens.settings.redact import redact_nullable, redact_obj, secret_values
 from ledgerlens.settings.request import AuditRequest
 
 if TYPE_CHECKING:
     import pandas as pd
-    import pyarrow as pa
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import Row, SparkSession
 
     from ledgerlens.audit.facts import Facts
-    from ledgerlens.audit.frames import Look
     from ledgerlens.audit.reverify import Verdicts
     from ledgerlens.sources.stores import Stores
 
@@ -68,8 +86,6 @@ class AuditRun:
     def findings_pandas(self) -> pd.DataFrame:
         """The findings as a pandas frame: the columns of ``schemas.FINDINGS``, then ``first_seen``
         and ``new`` (``schemas.FINDINGS_PUBLISHED``) when the run recorded them."""
-        import pyarrow.parquet as pq
-
         table = pq.read_table(self.findings_path)
         base = schemas.columns(schemas.FINDINGS)
         added = schemas.columns(schemas.FINDINGS_PUBLISHED)[len(base) :]
@@ -83,16 +99,11 @@ def blind_spots(tables: dict[str, DataFrame]) -> list[str]:
     The audit's own definition (``ledgerlens.audit.references.blind_spot_looks``), collected for
     re-verification.
     """
-    from ledgerlens.audit.run import inventory_facts
-
     return managed_ledger_spots(inventory_facts(tables, AuditConfig()).spots)
 
 
 def managed_ledger_spots(spots: Iterable[str]) -> list[str]:
     """The managed-ledger names or prefixes among the audit's tagged blind spots (``Facts.spots``)."""
-    from ledgerlens.audit.names import ANY
-    from ledgerlens.audit.references import ML_TAG
-
     prefix = f"{ML_TAG}:"
     return sorted(s[len(prefix) :] for s in spots if s.startswith(prefix) and s != prefix + ANY)
 
@@ -111,10 +122,6 @@ def undecidable_looks() -> list[Look]:
     cursors without string properties and offloaded ledgers without a completion state. None for
     metadata-store scans. The audit hides what depends on them (docs/audit-rules.md, "Admin API
     source")."""
-    from pyspark.sql import functions as F
-
-    from ledgerlens.audit.frames import Look
-
     unknown = F.col("error").isNull() & F.coalesce(F.col("cursor_properties_unknown"), F.lit(False))
     no_ledger = F.col("error").isNull() & F.col("ledger_id").isNull()
     no_state = F.col("offload_uuid").isNotNull() & F.col("offload_complete").isNull()
@@ -143,14 +150,6 @@ def write_findings(
 
     Returns the ``pyarrow.Table`` written by the driver, or None when Spark wrote the rows.
     """
-    import shutil
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from ledgerlens.settings.redact import redact_nullable, secret_values
-
     head = findings.limit(DRIVER_FINDINGS + 1).toArrow()
     if head.num_rows > DRIVER_FINDINGS:
         redacted_evidence(findings).coalesce(1).write.mode("overwrite").parquet(str(path))
@@ -172,10 +171,6 @@ def write_findings(
 def redacted_evidence(findings: DataFrame) -> DataFrame:
     """``findings`` with credentials redacted from ``evidence`` (``ledgerlens.settings.redact``); the
     identifying columns are left as they are."""
-    from pyspark.sql import functions as F
-
-    from ledgerlens.settings.redact import redact_nullable, secret_values
-
     env = secret_values()  # the driver's: executors may have started before a secret was set
 
     def _redact(text: str | None) -> str | None:
@@ -187,9 +182,6 @@ def redacted_evidence(findings: DataFrame) -> DataFrame:
 
 def _auditor() -> str:
     """Who ran the audit (``$LEDGERLENS_USER``, else the login name): approvals may refuse self-approval."""
-    import getpass
-    import os
-
     try:
         return os.environ.get("LEDGERLENS_USER") or getpass.getuser()
     except (KeyError, OSError):
@@ -220,9 +212,7 @@ def audited_cluster(stores: Any, cluster_name: str | None) -> tuple[str | None, 
     """The audited Pulsar cluster: ``cluster_name`` when given, else the single cluster under
     ``/admin/clusters`` of the first Pulsar store (live or snapshot) that can tell, None with
     several, none, or no store that can tell; and the clusters found there."""
-    from kazoo.exceptions import KazooException
-
-    from ledgerlens.errors import ConfigError, SourceError
+    from kazoo.exceptions import KazooException  # kazoo: only where a live ZooKeeper is asked
 
     clusters: list[str] = []
     for store in getattr(stores, "pulsar", ()):
@@ -243,8 +233,6 @@ def _store_lost(
 ) -> SourceError | None:
     """A one-line ``SourceError`` naming the store and the phase for a store lost mid-run, or None
     when ``e`` is something else (a bug, an interruption)."""
-    from ledgerlens.errors import SourceError
-
     tail = f" (during {phase}; no findings written)"
     if isinstance(e, SourceError):
         return SourceError(e.server, e.problem + tail)
@@ -346,21 +334,7 @@ def run_request(
     owned = output is None
     od = OutputDir(request.out_dir).acquire() if output is None else output
     try:
-        result = _run(
-            spark,
-            request.zk,
-            request.s3,
-            request.config,
-            od,
-            progress=progress,
-            allow_empty_metadata=request.allow_empty_metadata,
-            context=request.context,
-            stores=request.stores,
-            cluster_name=request.cluster_name,
-            deep_offload_check=request.deep_offload_check,
-            bookie=request.bookie,
-            history=history,
-        )
+        result = _run(spark, request, od, progress=progress, history=history)
         od.publish()
         prune(od.out / HISTORY_DIR, history.keep)
     finally:
@@ -405,40 +379,32 @@ class _Collected:
 
 def _run(
     spark: SparkSession,
-    zk: ZooKeeperSource | None,
-    s3: S3Source | None,
-    audit: AuditConfig,
+    request: AuditRequest,
     od: OutputDir,
     *,
     progress: bool | Progress,
-    allow_empty_metadata: bool,
-    context: dict[str, Any] | None,
-    stores: Any,
-    cluster_name: str | None,
-    deep_offload_check: bool,
-    bookie: Any = None,
-    history: HistoryOptions | None = None,
+    history: HistoryOptions,
 ) -> AuditRun:
     bar = as_progress(progress)
     state = _RunState(
         spark,
-        zk,
-        s3,
-        audit,
+        request.zk,
+        request.s3,
+        request.config,
         od,
         bar,
-        allow_empty_metadata,
-        context,
-        stores,
-        cluster_name,
-        deep_offload_check,
-        bookie,
-        history or HistoryOptions(),
+        request.allow_empty_metadata,
+        request.context,
+        request.stores,
+        request.cluster_name,
+        request.deep_offload_check,
+        request.bookie,
+        history,
     )
     try:
         return _phases(state)
     except Exception as e:
-        lost = _store_lost(e, state.phase, zk, s3)
+        lost = _store_lost(e, state.phase, request.zk, request.s3)
         if lost is None:
             raise
         raise lost from e
@@ -449,9 +415,7 @@ def _run(
 
 def _phases(run: _RunState) -> AuditRun:
     """The phases of one run into ``run.od.staging``: collection here, then :func:`_audit_phases`."""
-    from ledgerlens.errors import ConfigError
-    from ledgerlens.inventory.collect import collect_inventory
-    from ledgerlens.sources.stores import Stores
+    from ledgerlens.sources.stores import Stores  # pulls in kazoo: only when the run starts
 
     if run.stores is None:
         if run.zk is None:
@@ -495,8 +459,6 @@ def _phases(run: _RunState) -> AuditRun:
 
 def _say_not_verified(counts: dict[str, int], incremental: Incremental) -> None:
     """One line on stderr when the request budget left offload objects unverified."""
-    import sys
-
     n = counts.get("offload_segments.not_verified", 0)
     if n:
         print(
@@ -517,8 +479,6 @@ def offload_verification(counts: dict[str, int]) -> dict[str, int]:
 def _without_unverified(candidates: DataFrame, segments: DataFrame) -> tuple[DataFrame, int]:
     """``candidates`` without the orphan offload objects this run did not verify (request budget:
     their user metadata was not read), and how many those were."""
-    from pyspark.sql import functions as F
-
     unverified = segments.filter(F.col("error") == NOT_VERIFIED).select(F.col("key").alias("_nv_key"))
     on = (candidates["kind"] == "orphan_offload_object") & (candidates["object_key"] == unverified["_nv_key"])
     blocked = candidates.join(unverified, on, "left_semi").count()
@@ -547,12 +507,7 @@ def _audit_phases(run: _RunState, got: _Collected) -> AuditRun:
 
 def _rules_phase(run: _RunState, got: _Collected) -> _Ruled:
     """The rules over the inventory (after the plausibility gate) and the candidates to re-verify."""
-    from pyspark.sql import functions as F
-
-    from ledgerlens.audit import gates, run_audit
-    from ledgerlens.audit.reverify import REVERIFIED_KINDS
-    from ledgerlens.audit.run import inventory_facts
-    from ledgerlens.inventory.collect import load_inventory
+    from ledgerlens.audit.reverify import REVERIFIED_KINDS  # pulls in kazoo: only when the run starts
 
     run.phase = "audit"
     t1 = time.monotonic()
@@ -587,8 +542,6 @@ def _rules_phase(run: _RunState, got: _Collected) -> _Ruled:
 
 def _with_owners(candidates: DataFrame, bk_ledgers: DataFrame) -> list[dict[str, Any]]:
     """The candidates collected, each orphan ledger with its owner columns (``_OWNER_COLUMNS``)."""
-    from pyspark.sql import functions as F
-
     bk = bk_ledgers.select(
         F.col("ledger_id").alias("_lid"), *[F.col(c).alias(a) for c, a in _OWNER_COLUMNS.items()]
     )
@@ -601,9 +554,7 @@ def _with_owners(candidates: DataFrame, bk_ledgers: DataFrame) -> list[dict[str,
 def _reverify_phase(run: _RunState, ruled: _Ruled) -> tuple[Verdicts, DataFrame, dict[str, Any] | None]:
     """The candidates checked again against the live stores: the verdicts, the final findings in
     order and the wrong-root suspicion (its ``missing_ledger`` findings downgraded)."""
-    from ledgerlens.audit import gates, order_findings
-    from ledgerlens.audit.reverify import reverify
-    from ledgerlens.errors import ConfigError
+    from ledgerlens.audit.reverify import reverify  # pulls in kazoo: only when the run re-verifies
 
     run.phase = "re-verification"
     t2 = time.monotonic()
@@ -643,10 +594,6 @@ def _write_phase(
 ) -> AuditRun:
     """``findings.parquet``, ``resolved.parquet``, ``disk_usage.parquet`` and ``summary.json`` into
     the staging directory, and the run recorded in the history."""
-    from ledgerlens.audit.disk import write_disk_usage
-    from ledgerlens.audit.findings import summary_rows
-    from ledgerlens.audit.materialize import release
-
     out = run.od.staging
     run.phase = "write"
     t3 = time.monotonic()
@@ -692,8 +639,6 @@ def _summary(
     comparison: Comparison,
 ) -> dict[str, Any]:
     """``summary.json`` of a run (before its disk usage, and before redaction)."""
-    from ledgerlens.audit.findings import summary_of
-
     checked = offload_verification(got.inventory.counts)
     cluster, clusters, s3 = got.cluster, got.clusters, run.s3
     summary = {
@@ -745,11 +690,6 @@ def _missing_share(reverified: list[dict[str, Any]], tables: dict[str, DataFrame
     The referenced ledgers are not counted (0) when too few are missing for any share to matter
     (``gates.MISSING_MIN``).
     """
-    from pyspark.sql import functions as F
-
-    from ledgerlens.audit.gates import MISSING_MIN
-    from ledgerlens.audit.references import cursor_references, schema_references
-
     missing = len({r["ledger_id"] for r in reverified if r["kind"] == "missing_ledger"})
     if missing <= MISSING_MIN:
         return missing, 0

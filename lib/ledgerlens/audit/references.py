@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ledgerlens.audit.frames import Look
+from ledgerlens.audit.frames import Look, renamed
 from ledgerlens.audit.names import ANY, name_prefixes
 from ledgerlens.formats.references import COMPACTED_LEDGER_PROPERTY as COMPACTED_TOPIC_LEDGER
 from ledgerlens.formats.references import DELAYED_BUCKET_PREFIX
@@ -125,11 +125,13 @@ def schema_references(schema_ledgers: DataFrame) -> DataFrame:
     return schema_ledgers.filter(F.col("error").isNull() & F.col("ledger_id").isNotNull()).select(
         "ledger_id",
         F.lit("schema").alias("ref_component"),
-        F.col("path").alias("ref_path"),
-        F.col("tenant").alias("ref_tenant"),
-        F.col("namespace").alias("ref_namespace"),
-        F.col("schema_id").alias("ref_schema_id"),
-        F.col("version").alias("ref_schema_version"),
+        *renamed(
+            ref_path="path",
+            ref_tenant="tenant",
+            ref_namespace="namespace",
+            ref_schema_id="schema_id",
+            ref_schema_version="version",
+        ),
     )
 
 

@@ -22,6 +22,7 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,9 +34,10 @@ from ledgerlens.formats.names import encode_component, parse_managed_ledger, top
 from ledgerlens.formats.offload import parse_offload_key
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.schema import decode_schema_locator
+from ledgerlens.report.kinds import severity_of
 from ledgerlens.settings.config import S3Source, ZooKeeperSource
 from ledgerlens.sources.zk_client import PipelinedReader, connect
-from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot
+from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot, read_many
 
 REVERIFY_S3_ATTEMPTS = 3  # per HEAD: a lost store fails the run in seconds, never a verdict
 
@@ -177,7 +179,13 @@ def _as_foreign(r: dict[str, Any], kind: str = "foreign_ledger", ml: str | None 
         evidence = {}
     tenant = ml.split("/")[0] if ml else r.get("tenant")
     evidence.update(tenant=tenant, reason="tenant in none of the given Pulsar metadata stores (live)")
-    out = {**r, "kind": kind, "severity": "info", "action": "none", "evidence": json.dumps(evidence)}
+    out = {
+        **r,
+        "kind": kind,
+        "severity": severity_of(kind),
+        "action": "none",
+        "evidence": json.dumps(evidence),
+    }
     if ml:
         out.update(managed_ledger=ml, tenant=tenant)
     return out
@@ -220,14 +228,19 @@ class _Run:
 
 def _read_once(requests: Sequence[tuple[Store, list[str]]], stack: ExitStack) -> list[dict[str, Any]]:
     """The nodes each (store, paths) request names, in one ``get_many`` per store: requests to one
-    store (BookKeeper and Pulsar in one ZooKeeper, or in one snapshot) share its session, and a
-    snapshot is passed over once, not once per question."""
+    store (BookKeeper and Pulsar in one ZooKeeper) share its session, and the snapshot sources are
+    read together, in one pass over each snapshot file, not once per question."""
     sessions: dict[str, tuple[Any, list[str]]] = {}
+    snapshots: dict[str, tuple[ZooKeeperSnapshot, list[str]]] = {}
     for store, paths in requests:
+        if isinstance(store, ZooKeeperSnapshot):
+            snapshots.setdefault(_key(store), (store, []))[1].extend(paths)
+            continue
         if _key(store) not in sessions:
             sessions[_key(store)] = (stack.enter_context(_open(store)), [])
         sessions[_key(store)][1].extend(paths)
     got = {k: rd.get_many(paths) for k, (rd, paths) in sessions.items()}
+    got.update(zip(snapshots, read_many(list(snapshots.values())), strict=True))
     return [got[_key(store)] for store, _ in requests]
 
 
@@ -408,9 +421,7 @@ def _investigate(row: dict[str, Any], caveat: dict[str, Any]) -> dict[str, Any]:
 def _heads(rows: Sequence[dict[str, Any]], s3: S3Source, client: Any) -> dict[int, dict[str, str] | None]:
     """The user metadata of each row's object (None: absent), by ``id(row)``; HEADs in parallel, and
     none sent once one failed (the store is gone)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ledgerlens.sources.s3 import head_user_metadata
+    from ledgerlens.sources.s3 import head_user_metadata  # boto3: only when there are objects to check
 
     failed = threading.Event()  # the store is gone: the HEADs not yet sent are not sent
 

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from ledgerlens.audit.findings import age_seconds
 from ledgerlens.audit.frames import Look
 from ledgerlens.audit.gates import AUTH_HINT
+from ledgerlens.report.kinds import severity_of
 
 EMPTIED_KIND = "emptied_managed_ledger"
 UNREADABLE_KIND = "unreadable_metadata"
@@ -80,7 +81,7 @@ def emptied_findings(nodes: DataFrame, now_ms: int) -> DataFrame:
     """One ``emptied_managed_ledger`` finding per node of ``emptied_nodes`` (findings columns)."""
     return nodes.select(
         F.lit(EMPTIED_KIND).alias("kind"),
-        F.lit("warning").alias("severity"),
+        F.lit(severity_of(EMPTIED_KIND)).alias("severity"),
         F.lit("managed-ledger").alias("component"),
         F.lit(None).cast("bigint").alias("ledger_id"),
         F.col("managed_ledger"),

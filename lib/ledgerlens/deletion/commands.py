@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from ledgerlens.deletion.approval import approve
+from ledgerlens.deletion.journal import Journal
+from ledgerlens.deletion.messages import DELETION_TOPIC, SUBSCRIPTION
+from ledgerlens.deletion.plan import DEFAULT_KINDS, PLANNABLE_KINDS, build_plan, format_plan, write_plan
 from ledgerlens.errors import ConfigError
+from ledgerlens.settings.config import parse_duration
 
 EXIT_OK = 0
 
@@ -80,9 +86,12 @@ def _add_context_argument(parser: Any, what: str) -> None:
     )
 
 
-def _add_plan_parser(sub: Any) -> None:
-    from ledgerlens.deletion.plan import DEFAULT_KINDS, PLANNABLE_KINDS
+def _add_repeatable(parser: Any, flag: str, metavar: str, help_: str) -> None:
+    """A flag given any number of times: its values in a list, empty when it is not given."""
+    parser.add_argument(flag, action="append", default=[], metavar=metavar, help=help_)
 
+
+def _add_plan_parser(sub: Any) -> None:
     p = _parser(sub, "plan")
     p.add_argument("--findings", required=True, metavar="DIR", help="an audit's --out directory")
     p.add_argument("--out", required=True, metavar="FILE", help="plan file to write (plan.json)")
@@ -94,12 +103,11 @@ def _add_plan_parser(sub: Any) -> None:
         help=f"finding kinds to plan (default {' '.join(DEFAULT_KINDS)}; "
         f"plannable: {', '.join(PLANNABLE_KINDS)})",
     )
-    p.add_argument(
+    _add_repeatable(
+        p,
         "--filter",
-        action="append",
-        default=[],
-        metavar="EXPR",
-        help="keep findings matching COLUMN OP VALUE (OP = != ~ >= <= > <), e.g. tenant=ll-app, "
+        "EXPR",
+        "keep findings matching COLUMN OP VALUE (OP = != ~ >= <= > <), e.g. tenant=ll-app, "
         "'namespace~ll-app/*', 'age>=7d', 'bytes>=1GiB'; repeat to AND",
     )
 
@@ -123,8 +131,6 @@ def _add_approve_parser(sub: Any) -> None:
 
 
 def _add_publish_parser(sub: Any) -> None:
-    from ledgerlens.deletion.messages import DELETION_TOPIC
-
     pub = _parser(sub, "publish")
     pub.add_argument(
         "--approval", required=True, metavar="FILE", help="approval.json from 'ledgerlens approve'"
@@ -149,35 +155,27 @@ def _add_deleter_parser(sub: Any) -> Any:
     return d
 
 
+# where the deleter reads and deletes: (flag, metavar, help), each None unless given
+_DELETER_STORES = (
+    ("--zookeeper", "HOST:PORT", "the Pulsar metadata store"),
+    ("--bookkeeper-zookeeper", "HOST:PORT", "BookKeeper's metadata store when it is not the Pulsar one"),
+    ("--sandbox", "DIR", "a ledgerlens sandbox (addresses from state.json)"),
+    ("--service-url", "URL", "Pulsar service URL"),
+    ("--web-url", "URL", "Pulsar admin URL (load_topic, in-flight gauge)"),
+    ("--s3-endpoint", "URL", "S3 endpoint of the tiered-storage bucket"),
+    ("--bucket", "NAME", "tiered-storage bucket"),
+    ("--cluster-name", "NAME", "refuse objects another cluster wrote"),
+)
+
+
 def _add_deleter_store_arguments(d: Any) -> None:
-    """Where the deleter reads and deletes: metadata stores, Pulsar, the bucket."""
-    d.add_argument("--zookeeper", default=None, metavar="HOST:PORT", help="the Pulsar metadata store")
-    d.add_argument(
-        "--bookkeeper-zookeeper",
-        default=None,
-        metavar="HOST:PORT",
-        help="BookKeeper's metadata store when it is not the Pulsar one",
-    )
-    d.add_argument(
-        "--sandbox", default=None, metavar="DIR", help="a ledgerlens sandbox (addresses from state.json)"
-    )
-    d.add_argument("--service-url", default=None, metavar="URL", help="Pulsar service URL")
-    d.add_argument(
-        "--web-url", default=None, metavar="URL", help="Pulsar admin URL (load_topic, in-flight gauge)"
-    )
-    d.add_argument(
-        "--s3-endpoint", default=None, metavar="URL", help="S3 endpoint of the tiered-storage bucket"
-    )
-    d.add_argument("--bucket", default=None, metavar="NAME", help="tiered-storage bucket")
-    d.add_argument(
-        "--cluster-name", default=None, metavar="NAME", help="refuse objects another cluster wrote"
-    )
+    """Where the deleter reads and deletes: metadata stores, Pulsar, the bucket (``_DELETER_STORES``)."""
+    for flag, metavar, help_ in _DELETER_STORES:
+        d.add_argument(flag, default=None, metavar=metavar, help=help_)
 
 
 def _add_deleter_run_arguments(d: Any) -> None:
     """How the deleter consumes, retries and reports; the ledgers root and the references it re-reads."""
-    from ledgerlens.deletion.messages import DELETION_TOPIC, SUBSCRIPTION
-
     d.add_argument("--topic", default=DELETION_TOPIC, help=f"deletion topic (default {DELETION_TOPIC})")
     d.add_argument("--subscription", default=SUBSCRIPTION, help=f"subscription (default {SUBSCRIPTION})")
     d.add_argument("--parallelism", type=int, default=2, metavar="N", help="worker threads (2)")
@@ -201,12 +199,11 @@ def _add_deleter_run_arguments(d: Any) -> None:
         metavar="DURATION",
         help="read every reference of the Pulsar stores again when the last read is older (5m)",
     )
-    d.add_argument(
+    _add_repeatable(
+        d,
         "--reference-store",
-        action="append",
-        default=[],
-        metavar="HOST:PORT",
-        help="another Pulsar metadata store sharing the BookKeeper cluster or bucket: whatever it "
+        "HOST:PORT",
+        "another Pulsar metadata store sharing the BookKeeper cluster or bucket: whatever it "
         "references is never deleted (repeatable)",
     )
 
@@ -229,8 +226,6 @@ def _add_deleter_kafka_arguments(d: Any) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from ledgerlens.deletion.plan import build_plan, format_plan, write_plan
-
     kinds = [k for arg in args.kinds or [] for k in arg.split(",") if k] or None
     plan = build_plan(args.findings, kinds=kinds, filters=args.filter)
     path = write_plan(plan, args.out)
@@ -241,9 +236,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    from ledgerlens.deletion.approval import approve
-    from ledgerlens.settings.config import parse_duration
-
     approval = approve(
         args.plan,
         args.journal,
@@ -263,10 +255,9 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from ledgerlens.deletion.journal import Journal
-    from ledgerlens.deletion.metrics import DeletionMetrics
+    from ledgerlens.deletion.metrics import DeletionMetrics  # prometheus_client: not at CLI start (--help)
     from ledgerlens.deletion.publish import publish, pulsar_client
-    from ledgerlens.settings import contexts
+    from ledgerlens.settings import contexts  # urllib, ssl (via runtime.preflight): not at CLI start
 
     state = _sandbox_state(args.pulsar_sandbox)
     if args.pulsar_sandbox and not args.service_url and not state.get("service_url"):
@@ -282,7 +273,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     token = settings.admin_token()
     kwargs: dict[str, Any] = {}
     if token is not None:
-        import pulsar
+        import pulsar  # pulsar-client: only with a token to send
 
         kwargs["authentication"] = pulsar.AuthenticationToken(token.read())
     client = pulsar_client(settings["pulsar.service-url"], **kwargs)
@@ -311,10 +302,9 @@ def deleter_config(args: argparse.Namespace) -> Any:
     """DeleterConfig from the ``deleter`` arguments, resolved like every input
     (``ledgerlens.settings.contexts``: default < ``--context`` < ``LEDGERLENS_*`` < flags; ``--sandbox``
     fills the flags left empty)."""
-    from ledgerlens.deletion.deleter import DeleterConfig
+    from ledgerlens.deletion.deleter import DeleterConfig  # kazoo, pyspark: not at CLI start (--help)
     from ledgerlens.deletion.verify import Roots
-    from ledgerlens.settings import contexts
-    from ledgerlens.settings.config import parse_duration
+    from ledgerlens.settings import contexts  # urllib, ssl (via runtime.preflight): not at CLI start
 
     state = _sandbox_state(args.sandbox)
     for flag, hosts in [("--bookkeeper-zookeeper", args.bookkeeper_zookeeper)] + [
@@ -368,7 +358,7 @@ def deleter_stores(settings: Any, bookkeeper_zookeeper: str | None = None) -> tu
     The deleter deletes from live stores only, and re-verifies against exactly one Pulsar metadata
     store: a snapshot, or several Pulsar stores sharing the BookKeeper cluster, is refused.
     """
-    from ledgerlens.sources.zookeeper import LiveZooKeeper
+    from ledgerlens.sources.zookeeper import LiveZooKeeper  # kazoo, pyspark: not at CLI start (--help)
 
     ledgers_root = settings["metadata.ledgers-root"] or "/ledgers"
     if bookkeeper_zookeeper:  # explicit flag: the Pulsar store is --zookeeper (or the context's)
@@ -392,8 +382,7 @@ def deleter_stores(settings: Any, bookkeeper_zookeeper: str | None = None) -> tu
 
 
 def cmd_deleter(args: argparse.Namespace) -> int:
-    from ledgerlens.deletion.deleter import Deleter
-    from ledgerlens.deletion.journal import Journal
+    from ledgerlens.deletion.deleter import Deleter  # kazoo, pyspark: not at CLI start (--help)
     from ledgerlens.deletion.metrics import DeletionMetrics
 
     cfg = deleter_config(args)
@@ -408,8 +397,6 @@ def cmd_deleter(args: argparse.Namespace) -> int:
 
     report = Deleter(cfg, Journal(args.journal), metrics, progress=progress).run()
     if report.signal is not None:  # the batch in hand finished; the rest stays in the subscription
-        import signal
-
         term = report.signal == signal.SIGTERM
         done = ", ".join(f"{k} {n}" for k, n in sorted(report.outcomes.items())) or "nothing done"
         print(

@@ -42,9 +42,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from kazoo.client import KazooClient
+
 from ledgerlens.deletion import messages as m
 from ledgerlens.deletion import verify as v
 from ledgerlens.deletion.actions import ACTIONS, ActionContext, Work
+from ledgerlens.deletion.actions.delete_remote_segment import KafkaLive
 from ledgerlens.deletion.approval import approvals_in
 from ledgerlens.deletion.journal import Journal
 from ledgerlens.deletion.metrics import DeletionMetrics
@@ -52,7 +55,7 @@ from ledgerlens.deletion.outcomes import Mismatch, Outcome
 from ledgerlens.deletion.publish import pulsar_client
 from ledgerlens.deletion.references import DEFAULT_MAX_AGE_S, ReferenceIndex, ReferenceScanner
 from ledgerlens.deletion.status import in_flight
-from ledgerlens.errors import DecodeError
+from ledgerlens.errors import DecodeError, SourceError
 from ledgerlens.settings.config import S3Source
 from ledgerlens.settings.redact import redact
 
@@ -159,7 +162,7 @@ class Deleter:
 
     def _subscribe(self, client: Any, **options: Any) -> Any:
         """A Shared consumer of the deletion and retry topics, from their earliest message."""
-        import pulsar
+        import pulsar  # pulsar-client: only when a broker is contacted
 
         return client.subscribe(
             [self.cfg.topic, m.retry_topic(self.cfg.topic)],
@@ -178,7 +181,7 @@ class Deleter:
             self._dry_run()
             self.report.seconds = time.monotonic() - t0
             return self.report
-        import pulsar
+        import pulsar  # pulsar-client: only when a broker is contacted
 
         client, zk, bk, s3 = self._connect()
         old_handlers = self._signals()
@@ -217,10 +220,6 @@ class Deleter:
 
     def _zookeeper(self, hosts: str) -> Any:
         """A read-write session (the audit's are read-only): deleting needs the quorum."""
-        from kazoo.client import KazooClient
-
-        from ledgerlens.errors import SourceError
-
         auth = self.cfg.zookeeper_auth
         options = auth.kazoo_options() if auth is not None else {}
         client = KazooClient(hosts=hosts, timeout=30, read_only=False, **options)
@@ -235,7 +234,7 @@ class Deleter:
         """(pulsar client, Pulsar metadata ZooKeeper, BookKeeper ZooKeeper, S3 client or None)."""
         kwargs: dict[str, Any] = {}
         if self.cfg.pulsar_token is not None:
-            import pulsar
+            import pulsar  # pulsar-client: only when a broker is contacted
 
             kwargs["authentication"] = pulsar.AuthenticationToken(self.cfg.pulsar_token.read())
         client = pulsar_client(self.cfg.service_url, **kwargs)
@@ -352,7 +351,7 @@ class Deleter:
             return self._s3_factory()
         if self.cfg.s3 is None:
             return None
-        from ledgerlens.sources.s3 import make_client
+        from ledgerlens.sources.s3 import make_client  # boto3: only with a tiered-storage bucket
 
         return make_client(self.cfg.s3)
 
@@ -501,8 +500,6 @@ class Deleter:
             return None
         with self._lock:
             if self._kafka is None:
-                from ledgerlens.deletion.actions.delete_remote_segment import KafkaLive
-
                 self._kafka = KafkaLive(
                     bootstrap_servers=self.cfg.kafka_bootstrap_servers,
                     dump=self.cfg.kafka_metadata_dump,

@@ -43,6 +43,7 @@ from ledgerlens.deletion.plan_items import (
 from ledgerlens.errors import ConfigError, LedgerLensError
 from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.formats.references import owners_of
+from ledgerlens.report.text import human_bytes
 from ledgerlens.runtime.outdir import write_atomic
 from ledgerlens.settings.config import parse_duration
 
@@ -181,7 +182,7 @@ def parse_filter(text: str) -> Filter:
 
 
 def _read_table(path: Path, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    import pyarrow.dataset as ds
+    import pyarrow.dataset as ds  # pyarrow: this module is imported by the CLI parser (--help)
 
     if not path.exists():
         return []
@@ -556,8 +557,6 @@ def read_plan(path: str | Path) -> dict[str, Any]:
 
 def format_plan(plan: Mapping[str, Any]) -> str:
     """A short human summary of a plan."""
-    from ledgerlens.report.text import human_bytes
-
     t = plan["totals"]
     lines = [
         f"plan {plan['plan_hash']}",

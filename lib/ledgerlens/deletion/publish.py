@@ -156,7 +156,7 @@ def probe_service_url(service_url: str, timeout: float = PROBE_TIMEOUT_S) -> Non
 
 
 def _new_client(service_url: str, **kwargs: Any) -> Any:
-    import pulsar
+    import pulsar  # pulsar-client: only when a broker is contacted
 
     # a Python logger gets every C++ line; one that is not UTF-8 (the multi-topic consumer's DEBUG
     # line carries the binary payload) bypasses its level through the client's fallback logger
@@ -177,7 +177,7 @@ def pulsar_client(service_url: str, *, probe: bool = True, **kwargs: Any) -> Any
     With ``probe`` (the default), the service URL must answer first (:func:`probe_service_url`):
     an unreachable broker is one line naming it within seconds. The client keeps its usual
     timeouts (30 s per operation)."""
-    import pulsar
+    import pulsar  # pulsar-client: only when a broker is contacted
 
     if not service_url:
         raise ConfigError("--service-url pulsar://host:6650 is required (or --sandbox DIR)")
@@ -192,7 +192,7 @@ def pulsar_client(service_url: str, *, probe: bool = True, **kwargs: Any) -> Any
 
 def ensure_subscription(client: Any, topic: str, subscription: str = m.SUBSCRIPTION) -> None:
     """Create the deleter's durable Shared subscription on the deletion and retry topics (idempotent)."""
-    import pulsar
+    import pulsar  # pulsar-client: only when a broker is contacted
 
     consumer = client.subscribe(
         [topic, m.retry_topic(topic)],
@@ -257,7 +257,7 @@ def publish(
     result = PublishResult(aid, phash, len(items), already=len(items) - len(todo))
     if not todo:
         return result
-    import pulsar
+    import pulsar  # pulsar-client: only when a broker is contacted
 
     try:
         ensure_subscription(client, topic)
@@ -311,7 +311,7 @@ def _send_batch(
     producer: Any, batch: list[dict[str, Any]], phash: str, aid: str, topic: str
 ) -> dict[str, str | None]:
     """Send one batch asynchronously; item id -> None (sent) or the error, once every send completed."""
-    import pulsar
+    import pulsar  # pulsar-client: only when a broker is contacted
 
     outcomes: dict[str, str | None] = {}
     cond = threading.Condition()

@@ -56,7 +56,7 @@ def in_flight(
 
 def dead_letters(client: Any, topic: str = m.DELETION_TOPIC, timeout_ms: int = 2000) -> list[dict[str, Any]]:
     """Everything in the dead-letter topic (read with a non-durable reader): properties and message."""
-    import pulsar
+    import pulsar  # pulsar-client: only when a broker is contacted
 
     reader = client.create_reader(m.dlq_topic(topic), pulsar.MessageId.earliest)
     out = []

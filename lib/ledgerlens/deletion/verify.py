@@ -48,6 +48,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kazoo.exceptions import NoAuthError, NoNodeError
+
 from ledgerlens.deletion.outcomes import Decision
 from ledgerlens.deletion.references import DEFAULT_ROOTS, ReferenceIndex, Roots
 from ledgerlens.errors import LedgerLensError
@@ -56,6 +58,7 @@ from ledgerlens.formats import references as refs
 from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.formats.paths import ledger_path
 from ledgerlens.formats.schema import decode_schema_locator
+from ledgerlens.settings.redact import redact
 
 DELETE, ALREADY_GONE, IN_USE, UNPROVABLE, MISMATCH, RETRY, LOAD = (
     Decision.DELETE,
@@ -103,8 +106,6 @@ class Node:
 
 def get_many(client: Any, paths: Iterable[str]) -> dict[str, Node | _Absent | Exception]:
     """Pipelined reads: every path in flight at once; absent nodes map to ``ABSENT``."""
-    from kazoo.exceptions import NoNodeError
-
     wanted = list(dict.fromkeys(paths))
     pending = [(p, client.get_async(p)) for p in wanted]
     out: dict[str, Node | _Absent | Exception] = {}
@@ -121,8 +122,6 @@ def get_many(client: Any, paths: Iterable[str]) -> dict[str, Node | _Absent | Ex
 
 def children_many(client: Any, paths: Iterable[str]) -> dict[str, list[str] | _Absent | Exception]:
     """Pipelined child listings."""
-    from kazoo.exceptions import NoNodeError
-
     wanted = list(dict.fromkeys(paths))
     pending = [(p, client.get_children_async(p)) for p in wanted]
     out: dict[str, list[str] | _Absent | Exception] = {}
@@ -137,8 +136,6 @@ def children_many(client: Any, paths: Iterable[str]) -> dict[str, list[str] | _A
 
 
 def _err(e: Exception) -> str:
-    from ledgerlens.settings.redact import redact
-
     return redact(f"{type(e).__name__}: {e}")[:300]
 
 
@@ -176,8 +173,6 @@ class LiveReader:
 
         A managed ledger whose node is gone references nothing (its cursors are its children).
         """
-        from kazoo.exceptions import NoAuthError
-
         mls = list(dict.fromkeys(mls))
         root = self.roots.managed_ledgers
         nodes = get_many(self.pulsar, (f"{root}/{m}" for m in mls))
@@ -240,8 +235,6 @@ class LiveReader:
         return out
 
     def schemas(self, schema_ids: Iterable[str]) -> dict[str, set[int] | Exception]:
-        from kazoo.exceptions import NoAuthError
-
         ids = list(dict.fromkeys(schema_ids))
         got = get_many(self.pulsar, (f"{self.roots.schemas}/{s}" for s in ids))
         out: dict[str, set[int] | Exception] = {}

@@ -70,7 +70,7 @@ class DelayedIndex:
 
 
 def _bitmap(data: bytes, where: str) -> tuple[int, ...]:
-    from pyroaring import BitMap
+    from pyroaring import BitMap  # pyroaring: only for snapshot segments that hold bitmaps
 
     try:
         return tuple(BitMap.deserialize(bytes(data)))
@@ -119,7 +119,7 @@ def decode_snapshot_segment(data: bytes, *, where: str) -> list[DelayedIndex]:
 
 def encode_snapshot(segments: list[list[DelayedIndex]]) -> list[bytes]:
     """Entry payloads of a snapshot ledger for ``segments`` (fixtures; the broker writes real ones)."""
-    from pyroaring import BitMap
+    from pyroaring import BitMap  # pyroaring: fixtures only
 
     meta = pb.SnapshotMetadata()
     bodies = []

@@ -17,7 +17,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ledgerlens.errors import DecodeError, UnknownVersionError
 
@@ -98,10 +100,14 @@ class TopicIdPartition:
 
 
 @dataclass(frozen=True)
-class SegmentRecord:
-    """``RemoteLogSegmentMetadataRecord`` (api key 0): a segment enters COPY_SEGMENT_STARTED."""
-
+class _OfPartition:
     tip: TopicIdPartition
+
+
+@dataclass(frozen=True)
+class _SegmentMetadata:
+    """The fields a segment's metadata record and a snapshot entry of it share, in record order."""
+
     segment_id: str
     start_offset: int
     end_offset: int
@@ -113,6 +119,12 @@ class SegmentRecord:
     custom_metadata: bytes | None
     state: str
     tagged_fields: tuple[tuple[int, bytes], ...] = ()  # the record's own, as read (tag, bytes)
+
+
+# A dataclass takes its bases' fields last base first: ``tip``, then the segment's.
+@dataclass(frozen=True)
+class SegmentRecord(_SegmentMetadata, _OfPartition):
+    """``RemoteLogSegmentMetadataRecord`` (api key 0): a segment enters COPY_SEGMENT_STARTED."""
 
 
 @dataclass(frozen=True)
@@ -140,20 +152,8 @@ class PartitionDeleteRecord:
 
 
 @dataclass(frozen=True)
-class SegmentSnapshotRecord:
+class SegmentSnapshotRecord(_SegmentMetadata):
     """``RemoteLogSegmentMetadataSnapshotRecord`` (api key 3): a broker's local snapshot entry."""
-
-    segment_id: str
-    start_offset: int
-    end_offset: int
-    broker_id: int
-    max_timestamp_ms: int
-    event_timestamp_ms: int
-    leader_epochs: tuple[tuple[int, int], ...]
-    segment_size: int
-    custom_metadata: bytes | None
-    state: str
-    tagged_fields: tuple[tuple[int, bytes], ...] = ()  # the record's own, as read (tag, bytes)
 
 
 RemoteLogRecord = SegmentRecord | SegmentUpdateRecord | PartitionDeleteRecord | SegmentSnapshotRecord
@@ -239,10 +239,10 @@ class _Reader:
             out.append((tag, self.take(self.uvarint(f"{what} tagged field size"), f"{what} tagged field")))
         return tuple(out)
 
-    def leader_epochs(self) -> tuple[tuple[int, int], ...]:
-        n = self.uvarint("SegmentLeaderEpochs length")
+    def leader_epochs(self, what: str) -> tuple[tuple[int, int], ...]:
+        n = self.uvarint(f"{what} length")
         if n == 0:
-            raise self.fail("SegmentLeaderEpochs is null")
+            raise self.fail(f"{what} is null")
         if n - 1 > _MAX_COLLECTION or (n - 1) * 13 > len(self.buf) - self.pos:
             raise self.fail(f"truncated: {n - 1} leader epochs announced")
         out = []
@@ -253,20 +253,26 @@ class _Reader:
             out.append((epoch, offset))
         return tuple(out)
 
-    def topic_id_partition(self) -> TopicIdPartition:
+    def topic_id_partition(self, what: str = "TopicIdPartition") -> TopicIdPartition:
         name = self.string("topic Name")
         topic_id = self.uuid("topic Id")
         partition = self.int32("Partition")
-        self.tagged_fields("TopicIdPartition")
+        self.tagged_fields(what)
         return TopicIdPartition(name, topic_id, partition)
 
-    def segment_id(self) -> tuple[TopicIdPartition, str]:
-        tip = self.topic_id_partition()
-        seg = self.uuid("segment Id")
+    def segment_uuid(self, what: str) -> str:
+        """The segment id of a ``RemoteLogSegmentId`` (after its ``TopicIdPartition``)."""
+        seg = self.uuid(what)
         self.tagged_fields("RemoteLogSegmentId")
-        return tip, seg
+        return seg
 
-    def state(self, names: tuple[str, ...], what: str) -> str:
+    def segment_state(self, what: str) -> str:
+        return self._state(SEGMENT_STATES, what)
+
+    def partition_delete_state(self, what: str) -> str:
+        return self._state(PARTITION_DELETE_STATES, what)
+
+    def _state(self, names: tuple[str, ...], what: str) -> str:
         value = self.int8(what)
         if not 0 <= value < len(names):
             self.pos -= 1
@@ -299,52 +305,8 @@ def decode_record(value: bytes, where: str = "__remote_log_metadata") -> RemoteL
         raise UnknownVersionError(where, f"unknown api key {api} (known: 0-3)")
     if version not in _KNOWN_VERSIONS[api]:
         raise UnknownVersionError(where, f"unknown version {version} of api key {api}")
-    record: RemoteLogRecord
-    if api == API_SEGMENT:
-        tip, seg = r.segment_id()
-        record = SegmentRecord(
-            tip=tip,
-            segment_id=seg,
-            start_offset=r.int64("StartOffset"),
-            end_offset=r.int64("EndOffset"),
-            broker_id=r.int32("BrokerId"),
-            max_timestamp_ms=r.int64("MaxTimestampMs"),
-            event_timestamp_ms=r.int64("EventTimestampMs"),
-            leader_epochs=r.leader_epochs(),
-            segment_size=r.int32("SegmentSizeInBytes"),
-            custom_metadata=r.nullable_bytes("CustomMetadata"),
-            state=r.state(SEGMENT_STATES, "RemoteLogSegmentState"),
-        )
-    elif api == API_UPDATE:
-        tip, seg = r.segment_id()
-        record = SegmentUpdateRecord(
-            tip=tip,
-            segment_id=seg,
-            broker_id=r.int32("BrokerId"),
-            event_timestamp_ms=r.int64("EventTimestampMs"),
-            custom_metadata=r.nullable_bytes("CustomMetadata"),
-            state=r.state(SEGMENT_STATES, "RemoteLogSegmentState"),
-        )
-    elif api == API_PARTITION_DELETE:
-        record = PartitionDeleteRecord(
-            tip=r.topic_id_partition(),
-            broker_id=r.int32("BrokerId"),
-            event_timestamp_ms=r.int64("EventTimestampMs"),
-            state=r.state(PARTITION_DELETE_STATES, "RemotePartitionDeleteState"),
-        )
-    else:
-        record = SegmentSnapshotRecord(
-            segment_id=r.uuid("SegmentId"),
-            start_offset=r.int64("StartOffset"),
-            end_offset=r.int64("EndOffset"),
-            broker_id=r.int32("BrokerId"),
-            max_timestamp_ms=r.int64("MaxTimestampMs"),
-            event_timestamp_ms=r.int64("EventTimestampMs"),
-            leader_epochs=r.leader_epochs(),
-            segment_size=r.int32("SegmentSizeInBytes"),
-            custom_metadata=r.nullable_bytes("CustomMetadata"),
-            state=r.state(SEGMENT_STATES, "RemoteLogSegmentState"),
-        )
+    cls, layout = _LAYOUTS[api]
+    record: RemoteLogRecord = cls(*[read(r, what) for _, what, read, _ in layout])  # in field order
     tagged = r.tagged_fields("record")
     if r.pos != len(r.buf):
         raise r.fail(f"{len(r.buf) - r.pos} trailing bytes")
@@ -383,59 +345,66 @@ def _epochs(epochs: tuple[tuple[int, int], ...]) -> bytes:
 
 def encode_record(record: RemoteLogRecord) -> bytes:
     """The record value Kafka's serde writes for ``record`` (frame version 1, version 0)."""
-    if isinstance(record, SegmentRecord):
-        body = (
-            _tip(record.tip)
-            + uuid_to_bytes(record.segment_id)
-            + b"\x00"
-            + _I64.pack(record.start_offset)
-            + _I64.pack(record.end_offset)
-            + _I32.pack(record.broker_id)
-            + _I64.pack(record.max_timestamp_ms)
-            + _I64.pack(record.event_timestamp_ms)
-            + _epochs(record.leader_epochs)
-            + _I32.pack(record.segment_size)
-            + _nullable_bytes(record.custom_metadata)
-            + _I8.pack(SEGMENT_STATES.index(record.state))
-        )
-        api = API_SEGMENT
-    elif isinstance(record, SegmentUpdateRecord):
-        body = (
-            _tip(record.tip)
-            + uuid_to_bytes(record.segment_id)
-            + b"\x00"
-            + _I32.pack(record.broker_id)
-            + _I64.pack(record.event_timestamp_ms)
-            + _nullable_bytes(record.custom_metadata)
-            + _I8.pack(SEGMENT_STATES.index(record.state))
-        )
-        api = API_UPDATE
-    elif isinstance(record, PartitionDeleteRecord):
-        body = (
-            _tip(record.tip)
-            + _I32.pack(record.broker_id)
-            + _I64.pack(record.event_timestamp_ms)
-            + _I8.pack(PARTITION_DELETE_STATES.index(record.state))
-        )
-        api = API_PARTITION_DELETE
-    else:
-        body = (
-            uuid_to_bytes(record.segment_id)
-            + _I64.pack(record.start_offset)
-            + _I64.pack(record.end_offset)
-            + _I32.pack(record.broker_id)
-            + _I64.pack(record.max_timestamp_ms)
-            + _I64.pack(record.event_timestamp_ms)
-            + _epochs(record.leader_epochs)
-            + _I32.pack(record.segment_size)
-            + _nullable_bytes(record.custom_metadata)
-            + _I8.pack(SEGMENT_STATES.index(record.state))
-        )
-        api = API_SNAPSHOT
+    api = _API_OF[type(record)]
+    body = b"".join(write(getattr(record, attr)) for attr, _, _, write in _LAYOUTS[api][1])
     tagged = _uvarint(len(record.tagged_fields)) + b"".join(
         _uvarint(tag) + _uvarint(len(value)) + value for tag, value in record.tagged_fields
     )
     return _uvarint(FRAME_VERSION) + _uvarint(api) + _uvarint(0) + body + tagged
+
+
+# -- each record's body, field by field in wire order (its dataclass's field order) ----------------------
+# (attribute, Kafka's field name for errors, read, write)
+_Field = tuple[str, str, Callable[[_Reader, str], Any], Callable[[Any], bytes]]
+
+
+def _segment_state(state: str) -> bytes:
+    return _I8.pack(SEGMENT_STATES.index(state))
+
+
+def _partition_delete_state(state: str) -> bytes:
+    return _I8.pack(PARTITION_DELETE_STATES.index(state))
+
+
+def _segment_uuid(segment_id: str) -> bytes:
+    return uuid_to_bytes(segment_id) + b"\x00"
+
+
+_TIP: _Field = ("tip", "TopicIdPartition", _Reader.topic_id_partition, _tip)
+_SEGMENT_ID: _Field = ("segment_id", "segment Id", _Reader.segment_uuid, _segment_uuid)
+_BROKER: _Field = ("broker_id", "BrokerId", _Reader.int32, _I32.pack)
+_EVENT_TIME: _Field = ("event_timestamp_ms", "EventTimestampMs", _Reader.int64, _I64.pack)
+_CUSTOM: _Field = ("custom_metadata", "CustomMetadata", _Reader.nullable_bytes, _nullable_bytes)
+_STATE: _Field = ("state", "RemoteLogSegmentState", _Reader.segment_state, _segment_state)
+_SEGMENT_BODY: tuple[_Field, ...] = (
+    ("start_offset", "StartOffset", _Reader.int64, _I64.pack),
+    ("end_offset", "EndOffset", _Reader.int64, _I64.pack),
+    _BROKER,
+    ("max_timestamp_ms", "MaxTimestampMs", _Reader.int64, _I64.pack),
+    _EVENT_TIME,
+    ("leader_epochs", "SegmentLeaderEpochs", _Reader.leader_epochs, _epochs),
+    ("segment_size", "SegmentSizeInBytes", _Reader.int32, _I32.pack),
+    _CUSTOM,
+    _STATE,
+)
+_LAYOUTS: dict[int, tuple[type[RemoteLogRecord], tuple[_Field, ...]]] = {
+    API_SEGMENT: (SegmentRecord, (_TIP, _SEGMENT_ID, *_SEGMENT_BODY)),
+    API_UPDATE: (SegmentUpdateRecord, (_TIP, _SEGMENT_ID, _BROKER, _EVENT_TIME, _CUSTOM, _STATE)),
+    API_PARTITION_DELETE: (
+        PartitionDeleteRecord,
+        (
+            _TIP,
+            _BROKER,
+            _EVENT_TIME,
+            ("state", "RemotePartitionDeleteState", _Reader.partition_delete_state, _partition_delete_state),
+        ),
+    ),
+    API_SNAPSHOT: (
+        SegmentSnapshotRecord,
+        (("segment_id", "SegmentId", _Reader.uuid, uuid_to_bytes), *_SEGMENT_BODY),
+    ),
+}
+_API_OF = {cls: api for api, (cls, _) in _LAYOUTS.items()}
 
 
 # -- which metadata partition holds a user partition's records ----------------------------------------

@@ -29,6 +29,7 @@ naming the file and the byte offset; a snapshot is complete only when its checks
 
 from __future__ import annotations
 
+import gzip
 import struct
 import zlib
 from collections.abc import Iterator
@@ -127,7 +128,7 @@ class Readable(Protocol):
 def _snappy_java_chunks(raw: Readable, name: str) -> Iterator[bytes]:
     """Decompressed blocks of a snappy-java ``SnappyOutputStream`` file (magic, versions, then
     ``int length + raw snappy block`` frames)."""
-    import cramjam
+    import cramjam  # cramjam: only for .snappy snapshots
 
     head = raw.read(16)
     if head[:8] != _SNAPPY_MAGIC:
@@ -177,8 +178,6 @@ class _ChunkStream:
 
 def open_snapshot_stream(path: str) -> Readable:
     """The uncompressed byte stream of a snapshot file (compression from its name, as ZooKeeper)."""
-    import gzip
-
     if path.endswith(".gz"):
         return gzip.open(path, "rb")
     if path.endswith(".snappy"):

@@ -21,13 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark import InheritableThread, TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ledgerlens.errors import ConfigError
+from ledgerlens.formats.delayed_bucket import BUCKET_PROPERTY_PREFIX
 from ledgerlens.inventory import schemas
 from ledgerlens.inventory.tables import (
     Counters,
     Inventory,
+    StageJob,
     TableFiles,
     delete,
     exists,
@@ -85,11 +89,9 @@ def _verify_task(
     partition ``i`` of ``n_tasks`` may spend its even share of ``max_requests`` GETs."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        from ledgerlens.offload.verdicts import VERDICTS, verify_incrementally
+        from ledgerlens.offload.verdicts import VERDICTS, verify_incrementally  # botocore: bucket only
         from ledgerlens.offload.verify import VerifyStats
-        from ledgerlens.sources import s3
+        from ledgerlens.sources import s3  # boto3: only with a bucket
 
         objects = [r for b in batches for r in b.to_pylist()]
         if not objects:
@@ -133,7 +135,12 @@ def _verify_offload(
     """The ``offload_segments`` table: every listed object verified by ranged reads, the objects of
     one offload (data and index) in one task; with ``incremental``, the previous run's verdicts of
     unchanged objects reused, a request budget, and this run's verdicts kept."""
-    from ledgerlens.offload.verdicts import VERDICTS, Incremental, load_verdicts, read_verdicts
+    from ledgerlens.offload.verdicts import (  # botocore: bucket only
+        VERDICTS,
+        Incremental,
+        load_verdicts,
+        read_verdicts,
+    )
 
     inc = incremental or Incremental()
     path = table_path(out_dir, "offload_segments")
@@ -179,9 +186,13 @@ def _verify_small(
 ) -> None:
     """``offload_segments`` of a few listed objects, verified on the driver and written by pyarrow
     (and this run's verdicts, with ``incremental.verdicts_out``)."""
-    from ledgerlens.offload.verdicts import VERDICTS, Incremental, verify_incrementally
+    from ledgerlens.offload.verdicts import (  # botocore: bucket only
+        VERDICTS,
+        Incremental,
+        verify_incrementally,
+    )
     from ledgerlens.offload.verify import VerifyStats
-    from ledgerlens.sources import s3
+    from ledgerlens.sources import s3  # boto3: only with a bucket
 
     inc = incremental or Incremental()
     stats = VerifyStats()
@@ -240,8 +251,8 @@ def _task_rate(spark: SparkSession, total: float | None, n_tasks: int) -> float 
 
 def default_sources(zk: ZooKeeperSource, s3: S3Source | None = None) -> list[InventorySource]:
     """One live ZooKeeper holding both BookKeeper's and Pulsar's metadata (and the bucket, if any)."""
-    from ledgerlens.sources.s3 import S3Listing
-    from ledgerlens.sources.zookeeper import LiveZooKeeper
+    from ledgerlens.sources.s3 import S3Listing  # boto3: only with a bucket
+    from ledgerlens.sources.zookeeper import LiveZooKeeper  # kazoo: only for a live ZooKeeper
 
     out: list[InventorySource] = [LiveZooKeeper(zk)]
     if s3 is not None:
@@ -256,8 +267,8 @@ def _bookie_task(
     from the bookies (pipelined per ledger, pooled connections per bookie)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from ledgerlens.sources import bookie as b
-        from ledgerlens.sources import zk_client as z
+        from ledgerlens.sources import bookie as b  # pulls in google.protobuf: only with --read-bookies
+        from ledgerlens.sources import zk_client as z  # kazoo: only with --read-bookies
 
         items = [r for batch in batches for r in batch.to_pylist()]
         if not items:
@@ -284,8 +295,6 @@ def _bookie_task(
 
 def _bookie_items(spark: SparkSession, cursors_path: str, kind: str) -> DataFrame:
     """What the bookie stages read: bucket properties (ledger ids) or cursor ledgers, from ``cursors``."""
-    from ledgerlens.formats.delayed_bucket import BUCKET_PROPERTY_PREFIX
-
     cur = spark.read.schema(schemas.CURSORS).parquet(cursors_path).filter(F.col("error").isNull())
     base = ["managed_ledger", "tenant", "namespace", "cursor", "path"]
     if kind == "cursor_positions":
@@ -350,8 +359,7 @@ def collect_inventory(
         No source, or several sources, provide the BookKeeper ledgers.
     """
 
-    from ledgerlens.errors import ConfigError
-    from ledgerlens.sources.s3 import S3Listing
+    from ledgerlens.sources.s3 import S3Listing  # boto3: only with a bucket
 
     if isinstance(sources, ZooKeeperSource):
         srcs = default_sources(sources, s3)
@@ -458,7 +466,8 @@ class _Collection:
                 # a few partitions (policies), or a small cluster's metadata: no job to schedule
                 write_small(spark, srcs, stage, items, out_dir, inv, self.counters)
             else:
-                write_stage(spark, split(items, n), srcs, stage, rates, out_dir, inv, self.counters)
+                job = StageJob(srcs, stage, split(items, n), rates, self.counters)
+                write_stage(spark, job, out_dir, inv)
         except Exception as e:
             raise (task_source_error(e) or e) from None
         if stage == "bk_ledgers":
@@ -507,8 +516,6 @@ class _BucketBeside:
     (docs/audit-rules.md, "Collection order and re-verification")."""
 
     def __init__(self, run: _Collection, s3: S3Source | None, deep: bool, inc: Incremental | None) -> None:
-        from pyspark import InheritableThread  # Spark's local properties (job group) follow the thread
-
         self.run, self.s3, self.deep, self.inc = run, s3, deep, inc
         self.group = f"ledgerlens-bucket-{uuid.uuid4().hex[:12]}"
         self.error: BaseException | None = None

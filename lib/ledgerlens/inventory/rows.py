@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
@@ -246,16 +247,41 @@ class LedgerColumns:
 def _compiled_appender() -> Any:
     """The compiled decoder's ``Appender`` type; None where it is not built (Python alone)."""
     try:
-        from ledgerlens.formats._ledgerwire import Appender
+        from ledgerlens.formats._ledgerwire import Appender  # the optional compiled decoder, may be absent
     except ImportError:
         return None
     return Appender
 
 
+# Columns copied as they are from a decoded record's attribute of the same name (after a prefix).
+_OFFLOAD_ATTRS = ("uuid", "complete", "bookkeeper_deleted", "timestamp_ms", "driver", "bucket")
+_OFFLOAD_SEGMENT_ATTRS = ("uuid", "complete", "end_entry_id", "assigned_ms", "offloaded_ms")
+_CURSOR_ATTRS = (
+    "cursors_ledger_id",
+    "mark_delete_ledger_id",
+    "mark_delete_entry_id",
+    "last_active_ms",
+    "individual_deleted_ranges",
+)
+_SCHEMA_ENTRY_ATTRS = ("version", "ledger_id", "entry_id")
+_POLICY_ATTRS = (
+    "retention_minutes",
+    "retention_mb",
+    "offload_deletion_lag_ms",
+    "offload_threshold_bytes",
+    "offload_driver",
+    "offload_bucket",
+    "deleted",
+)
+
+
+def _attrs(record: object, names: Sequence[str], prefix: str = "") -> dict[str, Any]:
+    """``{prefix + name: record.name}`` for each of ``names``."""
+    return {prefix + n: getattr(record, n) for n in names}
+
+
 @functools.cache
 def _ARROW_BK_LEDGERS() -> pa.Schema:  # noqa: N802 - a constant built on first use
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     return to_arrow_schema(schemas.BK_LEDGERS)
 
 
@@ -311,24 +337,8 @@ def managed_ledger_rows(
         )
         off = li.offload
         if off is not None:
-            lr.update(
-                offload_uuid=off.uuid,
-                offload_complete=off.complete,
-                offload_bookkeeper_deleted=off.bookkeeper_deleted,
-                offload_timestamp_ms=off.timestamp_ms,
-                offload_driver=off.driver,
-                offload_bucket=off.bucket,
-                offload_segments=[
-                    {
-                        "uuid": s.uuid,
-                        "complete": s.complete,
-                        "end_entry_id": s.end_entry_id,
-                        "assigned_ms": s.assigned_ms,
-                        "offloaded_ms": s.offloaded_ms,
-                    }
-                    for s in off.segments
-                ],
-            )
+            lr.update(_attrs(off, _OFFLOAD_ATTRS, prefix="offload_"))
+            lr["offload_segments"] = [_attrs(s, _OFFLOAD_SEGMENT_ATTRS) for s in off.segments]
         yield ML_LEDGERS_T, lr
 
 
@@ -355,14 +365,10 @@ def cursor_row(
         row["error"] = _error_text(e)
         return row
     row.update(
+        _attrs(c, _CURSOR_ATTRS),
         compression=_enum_name(c.compression),
-        cursors_ledger_id=c.cursors_ledger_id,
-        mark_delete_ledger_id=c.mark_delete_ledger_id,
-        mark_delete_entry_id=c.mark_delete_entry_id,
-        last_active_ms=c.last_active_ms,
         properties=dict(c.properties),
         cursor_properties=dict(c.cursor_properties),
-        individual_deleted_ranges=c.individual_deleted_ranges,
     )
     return row
 
@@ -389,25 +395,10 @@ def schema_rows(
     seen = set()
     for entry in loc.index:
         seen.add((entry.version, entry.ledger_id, entry.entry_id))
-        rows.append(
-            dict(
-                base,
-                version=entry.version,
-                ledger_id=entry.ledger_id,
-                entry_id=entry.entry_id,
-                is_latest=latest is not None and entry.version == latest.version,
-            )
-        )
+        is_latest = latest is not None and entry.version == latest.version
+        rows.append(dict(base, **_attrs(entry, _SCHEMA_ENTRY_ATTRS), is_latest=is_latest))
     if latest is not None and (latest.version, latest.ledger_id, latest.entry_id) not in seen:
-        rows.append(
-            dict(
-                base,
-                version=latest.version,
-                ledger_id=latest.ledger_id,
-                entry_id=latest.entry_id,
-                is_latest=True,
-            )
-        )
+        rows.append(dict(base, **_attrs(latest, _SCHEMA_ENTRY_ATTRS), is_latest=True))
     return rows
 
 
@@ -420,13 +411,5 @@ def policy_row(namespace: str, path: str, data: bytes | None) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001
         row["error"] = _error_text(e)
         return row
-    row.update(
-        retention_minutes=p.retention_minutes,
-        retention_mb=p.retention_mb,
-        offload_deletion_lag_ms=p.offload_deletion_lag_ms,
-        offload_threshold_bytes=p.offload_threshold_bytes,
-        offload_driver=p.offload_driver,
-        offload_bucket=p.offload_bucket,
-        deleted=p.deleted,
-    )
+    row.update(_attrs(p, _POLICY_ATTRS))
     return row

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -457,7 +458,6 @@ def local_frame(spark: SparkSession, schema: T.StructType, records: Iterable[Map
     Built in the JVM from Arrow: a list of Python rows would start a Python worker to unpickle them
     (0.8 s the first time, a tenth of a small audit's rules).
     """
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
+    import pyarrow as pa  # pyarrow: only to build a local frame
 
     return spark.createDataFrame(pa.Table.from_pylist(list(records), schema=to_arrow_schema(schema)))

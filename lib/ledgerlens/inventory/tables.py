@@ -107,16 +107,19 @@ def exists(spark: SparkSession, path: str) -> bool:
     return bool(fs.exists(p))
 
 
-def write_stage(
-    spark: SparkSession,
-    groups: list[list[tuple[int, str]]],
-    srcs: Sequence[InventorySource],
-    stage: str,
-    rates: Sequence[float | None],
-    out_dir: str,
-    inv: Inventory,
-    counters: Any,
-) -> None:
+@dataclass(frozen=True)
+class StageJob:
+    """One stage read by Spark tasks: each task's (source index, partition) ``groups``, each source's
+    rate limit per task (``rates``, by source index) and the accumulator of the scan counters."""
+
+    srcs: Sequence[InventorySource]
+    stage: str
+    groups: list[list[tuple[int, str]]]
+    rates: Sequence[float | None]
+    counters: Any  # Accumulator of dict[str, int]
+
+
+def write_stage(spark: SparkSession, job: StageJob, out_dir: str, inv: Inventory) -> None:
     """One stage as Spark tasks.
 
     Into a local ``out_dir`` (a path every executor sees: one host's disk, as the driver's reads
@@ -128,13 +131,14 @@ def write_stage(
     """
     local = local_dir(out_dir)
     if local is not None:
-        _write_stage_files(spark, groups, srcs, stage, rates, out_dir, local, inv, counters)
+        _write_stage_files(spark, job, out_dir, local, inv)
         return
+    stage = job.stage
     tables = STAGE_TABLES[stage]
     single = len(tables) == 1
     schema = schemas.INVENTORY[tables[0]] if single else _tagged_schema(tables)
-    task = StageRows(srcs, stage, groups, tuple(tables), rates, counters)
-    frame = task_frame(spark, len(groups)).mapInArrow(task, schema)
+    task = StageRows(job.srcs, stage, job.groups, tuple(tables), job.rates, job.counters)
+    frame = task_frame(spark, len(job.groups)).mapInArrow(task, schema)
     if single:
         path = table_path(out_dir, tables[0])
         write(frame, path)
@@ -150,29 +154,19 @@ def write_stage(
     delete(spark, tmp)
 
 
-def _write_stage_files(
-    spark: SparkSession,
-    groups: list[list[tuple[int, str]]],
-    srcs: Sequence[InventorySource],
-    stage: str,
-    rates: Sequence[float | None],
-    out_dir: str,
-    local: str,
-    inv: Inventory,
-    counters: Any,
-) -> None:
+def _write_stage_files(spark: SparkSession, job: StageJob, out_dir: str, local: str, inv: Inventory) -> None:
     """One stage as Spark tasks writing their own Parquet files (``tasks.StageFiles``) into a work
     directory of this run under ``local``; when the job succeeds, each table's directory is replaced
     by the files of the attempts Spark counted (a failed or speculative attempt's files are dropped),
     with a ``_SUCCESS`` marker as Spark's committer leaves. A failed job leaves the previous tables."""
-    tables = STAGE_TABLES[stage]
-    work = os.path.join(os.path.abspath(local), f"_{stage}_tasks-{uuid.uuid4().hex[:12]}")
+    tables = STAGE_TABLES[job.stage]
+    work = os.path.join(os.path.abspath(local), f"_{job.stage}_tasks-{uuid.uuid4().hex[:12]}")
     dirs = {t: os.path.join(work, t) for t in tables}  # absolute: executors run in other directories
     try:
         for d in dirs.values():
             os.makedirs(d)
-        task = StageFiles(srcs, stage, groups, dirs, rates, counters)
-        written = task_frame(spark, len(groups)).mapInArrow(task, WRITTEN).collect()
+        task = StageFiles(job.srcs, job.stage, job.groups, dirs, job.rates, job.counters)
+        written = task_frame(spark, len(job.groups)).mapInArrow(task, WRITTEN).collect()
         kept: dict[str, set[str]] = {t: set() for t in tables}
         for r in written:
             kept[r["table"]].add(r["file"])

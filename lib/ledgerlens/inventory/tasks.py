@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark import TaskContext
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -75,18 +76,22 @@ def batches(
 
 # A stage that fills several tables through the JVM writes one tagged table: which table, and one
 # struct per table.
-def tagged_schema(tables: Sequence[str]) -> T.StructType:
+# ``catalog``: the tables' schemas by name (the Pulsar inventory's, or ``schemas.KAFKA_INVENTORY``).
+def tagged_schema(
+    tables: Sequence[str], catalog: Mapping[str, T.StructType] = schemas.INVENTORY
+) -> T.StructType:
     return T.StructType(
-        [T.StructField("table", T.StringType(), False)]
-        + [T.StructField(t, schemas.INVENTORY[t], True) for t in tables]
+        [T.StructField("table", T.StringType(), False)] + [T.StructField(t, catalog[t], True) for t in tables]
     )
 
 
 def tagged_batches(
-    pairs: Iterable[tuple[str, dict[str, Any] | pa.RecordBatch]], tables: Sequence[str]
+    pairs: Iterable[tuple[str, dict[str, Any] | pa.RecordBatch]],
+    tables: Sequence[str],
+    catalog: Mapping[str, T.StructType] = schemas.INVENTORY,
 ) -> Iterator[pa.RecordBatch]:
-    arrow = arrow_schema(tagged_schema(tables))
-    subs = {t: arrow_schema(schemas.INVENTORY[t]) for t in tables}
+    arrow = arrow_schema(tagged_schema(tables, catalog))
+    subs = {t: arrow_schema(catalog[t]) for t in tables}
     bufs: dict[str, list[dict[str, Any]]] = {t: [] for t in tables}
 
     def tagged(table: str, columns: list[pa.Array], n: int) -> pa.RecordBatch:
@@ -221,8 +226,6 @@ class StageFiles:
     counters: Any  # Accumulator of dict[str, int]
 
     def __call__(self, batches_in: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx is not None else 0
         name = f"part-{partition:05d}-{uuid.uuid4().hex}{FILE_SUFFIX}"

@@ -13,17 +13,18 @@ directory (topic, or topic-partition in the local layout).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ledgerlens.inventory import schemas
+from ledgerlens.inventory.tasks import batches, tagged_batches, tagged_schema
 from ledgerlens.kafka.replay import Replay, replay
 from ledgerlens.sources.kafka_metadata import (
     KafkaSource,
@@ -38,11 +39,7 @@ from ledgerlens.sources.remote_storage import RemoteStore, list_items, list_obje
 __all__ = ["KafkaInventory", "collect_kafka_inventory", "load_kafka_inventory"]
 
 _REPLAY_TABLES = ("remote_segments", "remote_partitions", "remote_log_events")
-_BATCH = 8192
-_TAGGED = T.StructType(
-    [T.StructField("table", T.StringType(), False)]
-    + [T.StructField(t, schemas.KAFKA_INVENTORY[t], True) for t in _REPLAY_TABLES]
-)
+_TAGGED = tagged_schema(_REPLAY_TABLES, schemas.KAFKA_INVENTORY)
 
 
 @dataclass
@@ -70,35 +67,8 @@ def _replay_rows(state: Replay) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "remote_log_events", e
 
 
-def _tagged_batches(pairs: Iterable[tuple[str, dict[str, Any]]]) -> Iterator[pa.RecordBatch]:
-    arrow = to_arrow_schema(_TAGGED)
-    subs = {t: to_arrow_schema(schemas.KAFKA_INVENTORY[t]) for t in _REPLAY_TABLES}
-    bufs: dict[str, list[dict[str, Any]]] = {t: [] for t in _REPLAY_TABLES}
-
-    def flush(table: str) -> pa.RecordBatch:
-        rows, bufs[table] = bufs[table], []
-        struct = pa.StructArray.from_arrays(
-            pa.RecordBatch.from_pylist(rows, schema=subs[table]).columns, fields=list(subs[table])
-        )
-        cols: list[pa.Array] = [pa.array([table] * len(rows), type=pa.string())]
-        cols += [
-            struct if t == table else pa.nulls(len(rows), type=arrow.field(t).type) for t in _REPLAY_TABLES
-        ]
-        return pa.RecordBatch.from_arrays(cols, schema=arrow)
-
-    for table, row in pairs:
-        bufs[table].append(row)
-        if len(bufs[table]) >= _BATCH:
-            yield flush(table)
-    for t in _REPLAY_TABLES:
-        if bufs[t]:
-            yield flush(t)
-
-
 def _write_replay_local(state: Replay, out_dir: str) -> None:
     """Write a driver-side replay (dump files) straight to Parquet."""
-    from pathlib import Path
-
     rows: dict[str, list[dict[str, Any]]] = {t: [] for t in _REPLAY_TABLES}
     for t, r in _replay_rows(state):
         rows[t].append(r)
@@ -138,7 +108,7 @@ def collect_kafka_inventory(
             for b in batches:
                 for p, lo, hi in zip(*(b.column(i).to_pylist() for i in range(3)), strict=True):
                     st = replay(read_partition(src, PartitionRange(p, lo, hi)), src.metadata_topic)
-                    yield from _tagged_batches(_replay_rows(st))
+                    yield from tagged_batches(_replay_rows(st), _REPLAY_TABLES, schemas.KAFKA_INVENTORY)
 
         tagged_path = _path(out_dir, "_remote_log_replay")
         rng_df.mapInArrow(task, _TAGGED).write.mode("overwrite").parquet(tagged_path)
@@ -157,18 +127,10 @@ def collect_kafka_inventory(
         items = list_items(store)
         st_ = store
 
-        def list_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            arrow = to_arrow_schema(obj_schema)
-            for b in batches:
+        def list_task(batches_in: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for b in batches_in:
                 for item in b.column(0).to_pylist():
-                    buf: list[dict[str, Any]] = []
-                    for row in list_objects(st_, item):
-                        buf.append(row)
-                        if len(buf) >= _BATCH:
-                            yield pa.RecordBatch.from_pylist(buf, schema=arrow)
-                            buf = []
-                    if buf:
-                        yield pa.RecordBatch.from_pylist(buf, schema=arrow)
+                    yield from batches(list_objects(st_, item), obj_schema)
 
         items_df = spark.createDataFrame([(i,) for i in items], "item string")
         if items:

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import functions as F
+
+from ledgerlens.audit.findings import order_findings, summarize
 from ledgerlens.audit.history import (
     HISTORY_DIR,
     Comparison,
@@ -25,7 +29,9 @@ from ledgerlens.audit.history import (
 )
 from ledgerlens.audit.pipeline import AuditRun, write_findings
 from ledgerlens.inventory import schemas
-from ledgerlens.kafka.audit import KafkaAuditConfig
+from ledgerlens.kafka.audit import KafkaAuditConfig, run_kafka_audit
+from ledgerlens.kafka.remote_inventory import collect_kafka_inventory, load_kafka_inventory
+from ledgerlens.kafka.remote_reverify import KAFKA_REVERIFIED_KINDS, reverify_kafka
 from ledgerlens.settings.redact import redact_obj
 from ledgerlens.sources.kafka_metadata import KafkaSource
 from ledgerlens.sources.remote_storage import RemoteStore
@@ -52,15 +58,6 @@ def run(
     ``history``: where the previous run is (default: the one in ``out_dir``, else its newest
     ``history/`` entry) and how many runs ``out_dir/history`` keeps (default 14).
     """
-    from dataclasses import replace
-
-    from pyspark.sql import functions as F
-
-    from ledgerlens.audit.findings import order_findings, summarize
-    from ledgerlens.kafka.audit import run_kafka_audit
-    from ledgerlens.kafka.remote_inventory import collect_kafka_inventory, load_kafka_inventory
-    from ledgerlens.kafka.remote_reverify import KAFKA_REVERIFIED_KINDS, reverify_kafka
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     inv_dir = str(out / "inventory")

@@ -15,13 +15,14 @@ A candidate whose check cannot be done is dropped: silence is safer than a false
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ledgerlens.audit.reverify import Verdicts
 from ledgerlens.errors import LedgerLensError
 from ledgerlens.kafka.replay import replay
 from ledgerlens.sources.kafka_metadata import KafkaSource, PartitionRange, end_offsets, read_partition
-from ledgerlens.sources.remote_storage import RemoteStore, object_exists
+from ledgerlens.sources.remote_storage import RemoteStore, object_exists, s3_client
 
 __all__ = ["KAFKA_REVERIFIED_KINDS", "reverify_kafka"]
 
@@ -57,8 +58,6 @@ def reverify_kafka(
     store: RemoteStore | None,
 ) -> Verdicts:
     """Which candidate findings (FINDINGS rows as dicts, evidence parsed) still hold."""
-    import json
-
     verdicts = Verdicts()
     if not candidates:
         return verdicts
@@ -73,8 +72,6 @@ def reverify_kafka(
             return verdicts
     client = None
     if store is not None and store.bucket:
-        from ledgerlens.sources.remote_storage import s3_client
-
         client = s3_client(store)
     for row in candidates:
         ev = json.loads(row.get("evidence") or "{}")

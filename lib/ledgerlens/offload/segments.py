@@ -28,6 +28,8 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ledgerlens.formats.names import topic_to_managed_ledger
+
 __all__ = ["LEDGER_COLUMNS", "STATES", "bucket_totals", "topic_ledgers"]
 
 STATES = (
@@ -64,8 +66,6 @@ _PLAIN = LEDGER_COLUMNS.index("state")  # the columns before it come straight fr
 def _scope(df: DataFrame, tenant: str, namespace: str, topic: str) -> DataFrame:
     """Rows of ``ml_ledgers`` of a tenant, a namespace (``tenant/ns``) or a topic (or ML name)."""
     if topic:
-        from ledgerlens.formats.names import topic_to_managed_ledger
-
         name = topic if "://" not in topic else topic_to_managed_ledger(topic)
         df = df.filter(F.col("managed_ledger") == name)
     if namespace:

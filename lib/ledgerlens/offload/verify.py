@@ -417,7 +417,7 @@ def verify_group(
     ``objects`` are OFFLOAD_OBJECTS rows with the same uuid (and ledger id for the per-ledger
     layout). A read error is recorded in the row's ``error``, never raised.
     """
-    from ledgerlens.sources.s3 import open_object, read_object
+    from ledgerlens.sources.s3 import open_object, read_object  # boto3: only when objects are read
 
     stats = stats if stats is not None else VerifyStats()
     stats.groups += 1

@@ -9,6 +9,7 @@ title and a scheduler's metrics can be made from the executed notebook alone.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from ledgerlens.report.text import human_time
@@ -39,8 +40,6 @@ TABLE_LABELS = {
 
 def ledgerlens_version() -> str:
     """The installed ledgerlens version (``'unknown'`` outside an install)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("ledgerlens")
     except PackageNotFoundError:  # pragma: no cover

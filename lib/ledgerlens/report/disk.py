@@ -18,7 +18,7 @@ import html as _html
 import pandas as pd
 import plotly.graph_objects as go
 
-from ledgerlens.report.figures import TEMPLATE, _binary_axis, _empty
+from ledgerlens.report.figures import TEMPLATE, _binary_axis, _empty, sized_bar
 from ledgerlens.report.text import human_bytes, plural
 
 STATE_COLORS: dict[str, str] = {
@@ -117,17 +117,17 @@ def disk_figure(df: pd.DataFrame, *, top: int = TOP_NAMESPACES) -> go.Figure:
     for state in _ordered_states(d["state"]):
         g = d[d["state"] == state].groupby("namespace")[["bytes", "ledgers"]].sum().reindex(keep).dropna()
         label = STATE_LABELS.get(state, state)
+        color = STATE_COLORS.get(state, "#bdc3c7")
         fig.add_trace(
-            go.Bar(
-                name=label,
-                orientation="h",
-                y=g.index.tolist(),
-                x=g["bytes"].astype("int64").tolist(),
-                customdata=g["ledgers"].astype("int64").tolist(),
-                text=[human_bytes(v) for v in g["bytes"]],
+            sized_bar(
+                label,
+                g["bytes"],
+                g["ledgers"],
+                color,
+                counted="ledgers",
+                horizontal=True,
+                hover_name=_e(label),
                 textposition="none",
-                marker_color=STATE_COLORS.get(state, "#bdc3c7"),
-                hovertemplate="%{y}<br>%{text}<br>%{customdata} ledgers<extra>" + _e(label) + "</extra>",
             )
         )
     fig.update_yaxes(title_text="namespace", categoryorder="array", categoryarray=list(reversed(keep)))

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer
 
+from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.report.explanations import parse_evidence
 from ledgerlens.report.svg import figure_svg
 from ledgerlens.report.text import SEVERITY_COLORS, SEVERITY_ORDER, human_bytes, impact_tier
@@ -155,8 +156,6 @@ def _binary_axis(fig: go.Figure, axis: str, max_value: float, title: str) -> Non
 
 def namespace_of(row: pd.Series | dict[str, Any]) -> str | None:
     """A finding's namespace: the column, else from the evidence (managed ledger, owner, schema id)."""
-    from ledgerlens.formats.names import parse_managed_ledger
-
     ns = row.get("namespace")
     if isinstance(ns, str) and ns:
         return ns
@@ -176,6 +175,35 @@ def namespace_of(row: pd.Series | dict[str, Any]) -> str | None:
 
 
 # --- figures ----------------------------------------------------------------------------------------
+
+
+def sized_bar(
+    name: str,
+    sizes: pd.Series,
+    counts: pd.Series,
+    color: str | None,
+    *,
+    counted: str = "findings",
+    horizontal: bool = False,
+    hover_name: str | None = None,
+    **bar: Any,
+) -> go.Bar:
+    """One bar trace of ``sizes`` (bytes) by category (their index), for a stacked bar figure: each bar's
+    text is its size and its hover names the category, the size and its ``counts`` (``<n> <counted>``),
+    then ``hover_name`` (the trace's ``name`` by default). ``horizontal`` puts the categories on ``y``;
+    ``bar``: more ``go.Bar`` properties."""
+    cat, value = ("y", "x") if horizontal else ("x", "y")
+    trace = name if hover_name is None else hover_name
+    return go.Bar(
+        name=name,
+        customdata=counts.astype("int64").tolist(),
+        text=[human_bytes(v) for v in sizes],
+        marker_color=color,
+        hovertemplate=f"%{{{cat}}}<br>%{{text}}<br>%{{customdata}} {counted}<extra>{trace}</extra>",
+        **{cat: sizes.index.tolist(), value: sizes.astype("int64").tolist()},
+        **({"orientation": "h"} if horizontal else {}),
+        **bar,
+    )
 
 
 def counts_by_kind(df: pd.DataFrame) -> go.Figure:
@@ -225,17 +253,7 @@ def bytes_by_kind(df: pd.DataFrame) -> go.Figure:
     for sev in _severity_order(d["severity"]):
         g = d[d["severity"] == sev].groupby("kind")["bytes"].agg(["sum", "size"]).reindex(kinds)
         g = g.dropna()
-        fig.add_trace(
-            go.Bar(
-                name=sev,
-                x=g.index.tolist(),
-                y=g["sum"].astype("int64").tolist(),
-                customdata=g["size"].astype("int64").tolist(),
-                text=[human_bytes(v) for v in g["sum"]],
-                marker_color=SEVERITY_COLORS.get(sev),
-                hovertemplate="%{x}<br>%{text}<br>%{customdata} findings<extra>" + sev + "</extra>",
-            )
-        )
+        fig.add_trace(sized_bar(sev, g["sum"], g["size"], SEVERITY_COLORS.get(sev)))
     fig.update_xaxes(title_text="kind", categoryorder="array", categoryarray=kinds)
     _binary_axis(fig, "y", float(totals["sum"].max()), "size")
     return fig
@@ -263,18 +281,7 @@ def orphan_bytes_by_namespace(df: pd.DataFrame, *, top: int = 20) -> go.Figure:
     fig = go.Figure(layout={"template": TEMPLATE, "title": {"text": title}, "barmode": "stack"})
     for kind in [k for k in ORPHAN_KINDS if k in set(d["kind"])]:
         g = d[d["kind"] == kind].groupby("ns")["bytes"].agg(["sum", "size"]).reindex(keep).dropna()
-        fig.add_trace(
-            go.Bar(
-                name=kind,
-                orientation="h",
-                y=g.index.tolist(),
-                x=g["sum"].astype("int64").tolist(),
-                customdata=g["size"].astype("int64").tolist(),
-                text=[human_bytes(v) for v in g["sum"]],
-                marker_color=KIND_COLORS.get(kind),
-                hovertemplate="%{y}<br>%{text}<br>%{customdata} findings<extra>" + kind + "</extra>",
-            )
-        )
+        fig.add_trace(sized_bar(kind, g["sum"], g["size"], KIND_COLORS.get(kind), horizontal=True))
     # Largest at the top of a horizontal bar chart.
     fig.update_yaxes(title_text="namespace", categoryorder="array", categoryarray=list(reversed(keep)))
     _binary_axis(fig, "x", float(d.groupby("ns")["bytes"].sum().max()), "size")

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.report.context import TABLE_LABELS
 from ledgerlens.report.explanations import (
     AuditedWhere,
@@ -330,8 +331,6 @@ def _subject(row: Mapping[str, Any]) -> str:
 
 
 def _topic(ml: str) -> str:
-    from ledgerlens.formats.names import parse_managed_ledger
-
     try:
         return parse_managed_ledger(ml).topic
     except Exception:  # noqa: BLE001 - shown as stored
@@ -581,7 +580,7 @@ def finding_detail_html(row: Mapping[str, Any], where: Mapping[str, Any] | Audit
 
 def markdown_html(text: str) -> str:
     """Markdown (a rule section) as HTML, through nbconvert's own markdown renderer."""
-    import mistune
+    import mistune  # nbconvert's markdown renderer (~130 ms): only when rule sections are shown
 
     return str(mistune.html(text))
 

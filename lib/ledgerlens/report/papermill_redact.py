@@ -105,7 +105,7 @@ def redact_notebook_text(buf: str) -> str:
 
 def _papermill_io() -> Any:
     # while papermill imports its entry points, papermill.iorw is half imported: papermill_io exists
-    from papermill.iorw import papermill_io
+    from papermill.iorw import papermill_io  # papermill: heavy, and it imports this module as it loads
 
     return papermill_io
 

@@ -49,7 +49,7 @@ class SecretLeakError(ReportError):
 
 def _kernel_config() -> Any:
     """Kernels talk to papermill over local IPC sockets: nothing on the network, no TCP warning."""
-    from traitlets.config import Config
+    from traitlets.config import Config  # Jupyter's config system (~250 ms): only when a kernel runs
 
     config = Config()
     config.KernelManager.transport = "ipc"
@@ -65,7 +65,7 @@ def live_kernel() -> bool:
     if os.environ.get(HEADLESS_ENV):
         return False
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # IPython: only asked whether a kernel runs this
     except ImportError:  # pragma: no cover
         return False
     shell = get_ipython()
@@ -87,7 +87,7 @@ def record(name: str, value: Any) -> None:
     Called from a notebook; nothing shows on the page (no front end renders ``RECORD_MIME``), and
     papermill keeps the output in the executed notebook, where ``read_recorded`` finds it again.
     """
-    from IPython.display import display
+    from IPython.display import display  # IPython: only inside a notebook's kernel
 
     data = json.loads(json.dumps(value, default=str))
     display({RECORD_MIME: data}, raw=True, metadata={RECORD_MIME: {RECORD_KEY: name}})
@@ -95,7 +95,7 @@ def record(name: str, value: Any) -> None:
 
 def read_recorded(nb_path: str | Path, name: str = "summary") -> Any:
     """The value a notebook recorded under ``name`` (the last one, when recorded more than once)."""
-    import nbformat
+    import nbformat  # nbformat: only when a notebook is read back
 
     nb = nbformat.read(str(nb_path), as_version=4)
     found: list[Any] = []
@@ -173,10 +173,10 @@ def execute_runbook(
     ``LEDGERLENS_HEADLESS=1`` (no widgets). A failing cell raises ``ReportError`` naming the cell
     and the error; the partly executed notebook is kept at ``output`` for inspection.
     """
-    import papermill as pm
+    import papermill as pm  # papermill: only when a runbook is executed
     from papermill.exceptions import PapermillExecutionError
 
-    from ledgerlens.report.papermill_redact import install
+    from ledgerlens.report.papermill_redact import install  # imports papermill: it installs itself on import
 
     install()  # loaded by papermill's entry points already, unless ledgerlens' metadata is stale
     output = Path(output)
@@ -245,7 +245,7 @@ def to_html(
     stderr streams (Spark's log and progress lines) are left out unless ``keep_stderr=True`` (the
     executed notebook keeps everything). Credentials are redacted (``ledgerlens.settings.redact``).
     """
-    import nbformat
+    import nbformat  # nbformat, jinja2, nbconvert: only when a report is exported
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 

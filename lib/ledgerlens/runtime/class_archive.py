@@ -56,7 +56,7 @@ def _java_home() -> Path | None:
 
 
 def _spark_jars() -> Path | None:
-    from pyspark.find_spark_home import _find_spark_home
+    from pyspark.find_spark_home import _find_spark_home  # pyspark: only when the jars are listed
 
     jars = Path(_find_spark_home(), "jars")
     return jars if jars.is_dir() else None

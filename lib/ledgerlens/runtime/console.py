@@ -82,7 +82,7 @@ class _Py4jRootRecords(logging.Filter):
 def quiet_notebook() -> None:
     """``quiet()`` for a notebook kernel, and plotly figures inlined (no CDN, no MathJax)."""
     quiet()
-    from ledgerlens.report.figures import use_offline_renderer
+    from ledgerlens.report.figures import use_offline_renderer  # plotly, pandas: only in a notebook
 
     use_offline_renderer()
 
@@ -165,7 +165,7 @@ def say(text: str, file: IO[str] | None = None) -> None:
 def _bar_wanted(file: IO[str]) -> bool:
     """A bar in a notebook with a live front end or in a terminal; lines under papermill, in logs."""
     if _in_notebook():
-        from ledgerlens.report.runbook import live_kernel
+        from ledgerlens.report.runbook import live_kernel  # papermill: only inside a notebook kernel
 
         return live_kernel()
     return file.isatty()
@@ -173,7 +173,7 @@ def _bar_wanted(file: IO[str]) -> bool:
 
 def _in_notebook() -> bool:
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # IPython: optional, only to tell a notebook
     except ImportError:  # pragma: no cover
         return False
     shell = get_ipython()
@@ -261,7 +261,7 @@ class Progress:
         self._ticker.start()
 
     def _new_bar(self) -> Any:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # tqdm: only when a bar is drawn
 
         bar = tqdm(
             total=100,
@@ -539,7 +539,7 @@ def stage_bar(progress: bool | Progress, total: int, unit: str = "stage") -> Any
     else a tqdm bar of its own (disabled when ``progress`` is false)."""
     if isinstance(progress, Progress):
         return _Stages(progress, total)
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # tqdm: only when a bar is drawn
 
     return tqdm(total=total, disable=not progress, unit=unit)
 
@@ -567,8 +567,6 @@ def summary_line(
     resolved since 2026-11-27 03:00 UTC; report: ...`` (the comparison with the previous run, or
     ``first run: nothing to compare``, when the summary has one: ``ledgerlens.audit.history``).
     """
-    from datetime import UTC, datetime
-
     sev = summary.get("counts_by_severity") or {}
     total = int(summary.get("total_findings") or 0)
     size = sum(int(v or 0) for v in (summary.get("bytes_by_severity") or {}).values())

@@ -27,6 +27,7 @@ import os
 import shutil
 import signal
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -301,8 +302,6 @@ def _holder(lock: Path, fd: int) -> str | None:
 @contextmanager
 def _signals_deferred() -> Iterator[None]:
     """SIGINT/SIGTERM received inside the block are re-delivered when it ends (main thread only)."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return

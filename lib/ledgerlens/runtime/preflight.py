@@ -20,9 +20,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ledgerlens.errors import ConfigError, SourceError
+from ledgerlens.runtime.outdir import check_writable
 from ledgerlens.settings.config import S3Source, ZooKeeperSource
 from ledgerlens.settings.redact import redact
 from ledgerlens.sources.admin_client import ADMIN_TIMEOUT_S, AdminApi, AdminClient, admin_clusters, admin_get
+from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES
 from ledgerlens.sources.reach import tcp_problem
 
 ZK_TIMEOUT_S = 10.0  # the whole ZooKeeper check: resolve, connect, read the structure
@@ -150,7 +152,7 @@ def check_zookeeper(zk: ZooKeeperSource, *, timeout_s: float = ZK_TIMEOUT_S) -> 
 
 def zookeeper_client(zk: ZooKeeperSource, *, timeout_s: float = ZK_TIMEOUT_S) -> Any:
     """A started read-only kazoo client on the cluster's chroot, bounded by ``timeout_s``."""
-    from kazoo.client import KazooClient
+    from kazoo.client import KazooClient  # kazoo: only when a live ZooKeeper is checked
 
     options = zk.auth.kazoo_options() if zk.auth is not None else {}  # credentials by reference
     client = KazooClient(
@@ -195,7 +197,7 @@ def check_admin(
 ) -> dict[str, Any]:
     """The admin API answers (``admin_clusters``), then what it holds, counted within
     ``ADMIN_COUNT_S`` for the plausibility gates (``gates.check_admin_structure``)."""
-    from ledgerlens.audit.gates import check_admin_structure
+    from ledgerlens.audit.gates import check_admin_structure  # pyspark via ledgerlens.audit: not at CLI start
 
     clusters = admin_clusters(api, timeout_s=timeout_s)
     client = AdminClient(api)
@@ -216,7 +218,7 @@ def check_admin(
 
 def credential_sources() -> list[str]:
     """The credential providers boto3 consults, in order (its own names)."""
-    import botocore.session
+    import botocore.session  # botocore: only when S3 credentials are checked
 
     resolver = botocore.session.get_session().get_component("credential_provider")
     return [str(getattr(p, "METHOD", type(p).__name__)) for p in resolver.providers]
@@ -225,7 +227,7 @@ def credential_sources() -> list[str]:
 def check_bucket(s3: S3Source, *, timeout_s: float = S3_TIMEOUT_S) -> bool:
     """The bucket can be listed within ``timeout_s``; errors name the bucket, the endpoint and, for
     credential problems, the sources boto3 looked at. Returns whether it holds any object."""
-    import boto3
+    import boto3  # boto3: only when a bucket is checked
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
@@ -284,10 +286,12 @@ def preflight(
     metadata it holds (BookKeeper's, Pulsar's or both). Raises ``ConfigError`` / ``SourceError``
     (one line, naming the setting or the server).
     """
-    from ledgerlens.audit.gates import check_snapshot_structure, check_structure, lopsided_error
-    from ledgerlens.runtime.outdir import check_writable
+    from ledgerlens.audit.gates import (  # pyspark, kazoo: not at CLI start
+        check_snapshot_structure,
+        check_structure,
+        lopsided_error,
+    )
     from ledgerlens.sources.admin import AdminSource
-    from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES
     from ledgerlens.sources.stores import Stores
     from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot
     from ledgerlens.sources.zookeeper import LiveZooKeeper

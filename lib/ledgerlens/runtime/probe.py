@@ -14,10 +14,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ledgerlens.errors import LedgerLensError
+from ledgerlens.formats.offload import parse_offload_key
+from ledgerlens.settings.redact import redact
+from ledgerlens.sources.admin_client import ADMIN_PROBE_PATH, admin_clusters, parse_admin_url
 
 if TYPE_CHECKING:
     from ledgerlens.settings.contexts import Settings
@@ -54,8 +57,6 @@ class CheckResult:
         return all(p.ok for p in self.probes)
 
     def lines(self) -> list[str]:
-        from ledgerlens.settings.redact import redact
-
         width = max((len(p.store) for p in self.probes), default=0)
         return [redact(p.line(width)) for p in self.probes]
 
@@ -97,7 +98,7 @@ def _zookeeper(
     hosts: str, roots: list[tuple[str, str]], auth: Any
 ) -> Callable[[float], tuple[str, dict[str, Any]]]:
     def probe(deadline: float) -> tuple[str, dict[str, Any]]:
-        from kazoo.exceptions import NoAuthError, NoNodeError
+        from kazoo.exceptions import NoAuthError, NoNodeError  # kazoo: only when a ZooKeeper is probed
 
         from ledgerlens.sources.zk_client import connect
 
@@ -126,10 +127,8 @@ def _zookeeper(
 
 def _bucket(settings: Settings, timeout_s: float) -> Callable[[float], tuple[str, dict[str, Any]]]:
     def probe(deadline: float) -> tuple[str, dict[str, Any]]:
-        import boto3
+        import boto3  # boto3: only when a bucket is probed
         from botocore.config import Config
-
-        from ledgerlens.formats.offload import parse_offload_key
 
         source = settings.s3_source()
         assert source is not None
@@ -176,10 +175,6 @@ def _admin(settings: Settings, timeout_s: float) -> Callable[[float], tuple[str,
     the admin source's token reference and TLS settings, one line per failure)."""
 
     def probe(deadline: float) -> tuple[str, dict[str, Any]]:
-        from dataclasses import replace
-
-        from ledgerlens.sources.admin_client import ADMIN_PROBE_PATH, admin_clusters, parse_admin_url
-
         api = settings.admin_api()
         api = replace(api, url=parse_admin_url(api.url))
         url = api.url + ADMIN_PROBE_PATH
@@ -247,7 +242,7 @@ def _metadata_jobs(
 ) -> list[tuple[str, Callable[[float], tuple[str, dict[str, Any]]]]]:
     """One probe per live metadata store (``settings.stores()``): BookKeeper's reads its ledgers
     root, each Pulsar store its managed-ledger root; one store holding both reads both."""
-    from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot
+    from ledgerlens.sources.zk_snapshot import ZooKeeperSnapshot  # pyspark, kazoo: only when probed
     from ledgerlens.sources.zookeeper import LiveZooKeeper
 
     try:

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from ledgerlens.runtime import class_archive
@@ -238,9 +240,6 @@ def _relay_stderr(stream: IO[bytes]) -> None:
 
 def _quiet_gateway(builder: SparkSession.Builder) -> None:
     """Start the JVM with its stderr filtered (``_relay_stderr``), unless a context already runs."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-
     if SparkContext._active_spark_context is not None or SparkContext._gateway is not None:
         return
     conf = SparkConf()

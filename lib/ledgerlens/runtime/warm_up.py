@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from ledgerlens.runtime.class_archive import archive_named, stem, written
+from ledgerlens.settings.config import AuditConfig
 
 __all__ = ["WRITE_TIMEOUT_S", "warm_up"]
 
@@ -57,14 +58,13 @@ def _record(tmp: Path) -> None:
     """The child of ``warm_up``: Spark started the CLI's way with ``write_options(tmp)``, a few
     small queries and an audit of an empty inventory, then the JVM stopped and waited for (it
     writes the archive as it exits, after this process's last Python line otherwise)."""
-    from pyspark import SparkContext
+    from pyspark import SparkContext  # pyspark: only when warm-up runs
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from ledgerlens.audit import run_audit
+    from ledgerlens.audit import run_audit  # pyspark, via the audit and Spark modules
     from ledgerlens.inventory import schemas
     from ledgerlens.runtime.spark import configure, sized_for
-    from ledgerlens.settings.config import AuditConfig
 
     # local: the archive is of the JVM on this machine (a cluster master's driver maps none)
     builder = configure(

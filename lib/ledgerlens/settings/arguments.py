@@ -47,15 +47,140 @@ def add_inputs(p: argparse.ArgumentParser, *, zookeeper_required: bool) -> None:
     _add_run_inputs(g)
 
 
-def _add_stores(g: Group, *, zookeeper_required: bool) -> None:
-    g.add_argument(
+# Options that take one value (``default=None``: unset, the context or sandbox fills it in), as
+# (flag, metavar, help) rows, in --help order.
+_Row = tuple[str, str, str]
+
+_CONTEXT: tuple[_Row, ...] = (
+    (
         "--context",
-        metavar="NAME",
-        default=None,
-        help="named cluster context of the contexts file ($LEDGERLENS_CONFIG or "
+        "NAME",
+        "named cluster context of the contexts file ($LEDGERLENS_CONFIG or "
         "~/.config/ledgerlens/contexts.toml); default $LEDGERLENS_CONTEXT, then the file's 'current'. "
         "Flags and LEDGERLENS_* variables override its settings",
-    )
+    ),
+)
+_STORE_LOCATIONS: tuple[_Row, ...] = (
+    (
+        "--admin-url",
+        "URL",
+        "--source admin: the broker's web service URL, http(s)://HOST:PORT (setting pulsar.admin-url)",
+    ),
+    (
+        "--zk-data-dir",
+        "DIR",
+        "--source zk-snapshot: ZooKeeper's dataDir (or a copy, a backup); the newest "
+        "version-2/snapshot.<zxid> (plain, .gz or .snappy) is read and every transaction log after "
+        "it replayed. A chroot in --zookeeper selects the Pulsar tree inside it",
+    ),
+    (
+        "--zk-until",
+        "ZXID|TIME",
+        "--source zk-snapshot: the state at this zxid (0x1a2b or decimal) or time (ISO-8601 or "
+        "epoch ms) instead of the newest one, for a forensic audit of the past",
+    ),
+    (
+        "--bookkeeper-metadata",
+        "KIND:LOCATION",
+        "where BookKeeper's ledger metadata lives when it is not --zookeeper, e.g. "
+        "zk:zk1:2181/ledgers (the path is the ledgers root; bookkeeperMetadataServiceUri values such "
+        "as metadata-store:zk:host:2181/ledgers or zk+hierarchical://host:2181/ledgers work too), or "
+        "zk-snapshot:DATA_DIR#/ledgers",
+    ),
+)
+_REPEATED_STORES: tuple[_Row, ...] = (
+    (
+        "--pulsar-metadata",
+        "KIND:LOCATION",
+        "a Pulsar metadata store, as the broker's metadataStoreUrl: zk:zk1:2181,zk2:2181/chroot "
+        "(or zk-snapshot:DATA_DIR#/chroot). Repeat for every Pulsar cluster sharing the BookKeeper "
+        "cluster: references are the union, ledgers of tenants found in none of them are "
+        "foreign_ledger (info), never orphans",
+    ),
+    (
+        "--deleted-tenant",
+        "NAME",
+        "a tenant known to be deleted from this cluster: its ledgers become orphan candidates "
+        "again instead of foreign_ledger (repeatable)",
+    ),
+)
+_SANDBOX: tuple[_Row, ...] = (
+    (
+        "--sandbox",
+        "DIR",
+        "audit a sandbox started with 'ledgerlens sandbox up' or 'sandbox-local up': its "
+        "ZooKeeper, S3 endpoint, bucket, clock and thresholds fill every input not given",
+    ),
+)
+_BUCKET: tuple[_Row, ...] = (
+    ("--s3-endpoint", "URL", "S3 endpoint URL for the tiered-storage bucket (default: AWS)"),
+    ("--s3-region", "REGION", "S3 region of the bucket"),
+    ("--aws-profile", "NAME", "AWS profile for S3 (default: boto3's chain)"),
+    ("--bucket", "NAME", "tiered-storage bucket to inventory (offload rules run only with it)"),
+    (
+        "--cluster-name",
+        "NAME",
+        "the audited Pulsar cluster, for shared buckets: objects other clusters wrote are "
+        "foreign, never orphans (default: the single cluster under /admin/clusters)",
+    ),
+)
+_THRESHOLDS: tuple[_Row, ...] = (
+    (
+        "--min-orphan-age",
+        "DURATION",
+        "orphan candidates must be at least this old (90s, 15m, 24h, 7d; default 24h, or the sandbox's)",
+    ),
+    (
+        "--retention-grace",
+        "DURATION",
+        "consumed ledgers count as retention overdue this long after they could be trimmed "
+        "(default 6h, or the sandbox's)",
+    ),
+    (
+        "--incomplete-offload-age",
+        "DURATION",
+        "objects of an offload that never completed count once this old (default 24h, or the sandbox's)",
+    ),
+    (
+        "--open-ledger-max-age",
+        "DURATION",
+        "a topic's current ledger open longer than this is overdue (default 7d)",
+    ),
+    (
+        "--inactive-cursor-age",
+        "DURATION",
+        "a subscription inactive this long that holds ledgers back is reported (default 7d)",
+    ),
+    (
+        "--offload-deletion-lag",
+        "DURATION",
+        "the broker's managedLedgerOffloadDeletionLagMs where a namespace sets none (default 4h)",
+    ),
+    (
+        "--default-retention-minutes",
+        "N",
+        "the broker's defaultRetentionTimeInMinutes where a namespace sets none (default 0)",
+    ),
+    (
+        "--default-retention-mb",
+        "N",
+        "the broker's defaultRetentionSizeInMB where a namespace sets none (default 0)",
+    ),
+)
+_SPARK_AND_ROOT: tuple[_Row, ...] = (
+    ("--spark-master", "URL", "Spark master (default local[*])"),
+    ("--ledgers-root", "PATH", "BookKeeper ledgers root in ZooKeeper (default /ledgers)"),
+)
+
+
+def _add_rows(g: Group, rows: tuple[_Row, ...], **common: Any) -> None:
+    """One option per row, unset by default; ``common``: what every row's option shares (``action``)."""
+    for flag, metavar, help_ in rows:
+        g.add_argument(flag, metavar=metavar, default=None, help=help_, **common)
+
+
+def _add_stores(g: Group, *, zookeeper_required: bool) -> None:
+    _add_rows(g, _CONTEXT)
     g.add_argument(
         "--zookeeper",
         required=False,
@@ -72,87 +197,13 @@ def _add_stores(g: Group, *, zookeeper_required: bool) -> None:
         "(--admin-url; for clusters on etcd or Oxia) with BookKeeper's ledgers from "
         "--bookkeeper-metadata or --zookeeper. The token comes from auth.admin-token-env/-file",
     )
-    g.add_argument(
-        "--admin-url",
-        metavar="URL",
-        default=None,
-        help="--source admin: the broker's web service URL, http(s)://HOST:PORT (setting pulsar.admin-url)",
-    )
-    g.add_argument(
-        "--zk-data-dir",
-        metavar="DIR",
-        default=None,
-        help="--source zk-snapshot: ZooKeeper's dataDir (or a copy, a backup); the newest "
-        "version-2/snapshot.<zxid> (plain, .gz or .snappy) is read and every transaction log after "
-        "it replayed. A chroot in --zookeeper selects the Pulsar tree inside it",
-    )
-    g.add_argument(
-        "--zk-until",
-        metavar="ZXID|TIME",
-        default=None,
-        help="--source zk-snapshot: the state at this zxid (0x1a2b or decimal) or time (ISO-8601 or "
-        "epoch ms) instead of the newest one, for a forensic audit of the past",
-    )
-    g.add_argument(
-        "--bookkeeper-metadata",
-        metavar="KIND:LOCATION",
-        default=None,
-        help="where BookKeeper's ledger metadata lives when it is not --zookeeper, e.g. "
-        "zk:zk1:2181/ledgers (the path is the ledgers root; bookkeeperMetadataServiceUri values such "
-        "as metadata-store:zk:host:2181/ledgers or zk+hierarchical://host:2181/ledgers work too), or "
-        "zk-snapshot:DATA_DIR#/ledgers",
-    )
-    g.add_argument(
-        "--pulsar-metadata",
-        metavar="KIND:LOCATION",
-        action="append",
-        default=None,
-        help="a Pulsar metadata store, as the broker's metadataStoreUrl: zk:zk1:2181,zk2:2181/chroot "
-        "(or zk-snapshot:DATA_DIR#/chroot). Repeat for every Pulsar cluster sharing the BookKeeper "
-        "cluster: references are the union, ledgers of tenants found in none of them are "
-        "foreign_ledger (info), never orphans",
-    )
-    g.add_argument(
-        "--deleted-tenant",
-        metavar="NAME",
-        action="append",
-        default=None,
-        help="a tenant known to be deleted from this cluster: its ledgers become orphan candidates "
-        "again instead of foreign_ledger (repeatable)",
-    )
-    g.add_argument(
-        "--sandbox",
-        metavar="DIR",
-        default=None,
-        help="audit a sandbox started with 'ledgerlens sandbox up' or 'sandbox-local up': its "
-        "ZooKeeper, S3 endpoint, bucket, clock and thresholds fill every input not given",
-    )
+    _add_rows(g, _STORE_LOCATIONS)
+    _add_rows(g, _REPEATED_STORES, action="append")
+    _add_rows(g, _SANDBOX)
 
 
 def _add_bucket(g: Group) -> None:
-    g.add_argument(
-        "--s3-endpoint",
-        metavar="URL",
-        default=None,
-        help="S3 endpoint URL for the tiered-storage bucket (default: AWS)",
-    )
-    g.add_argument("--s3-region", metavar="REGION", default=None, help="S3 region of the bucket")
-    g.add_argument(
-        "--aws-profile", metavar="NAME", default=None, help="AWS profile for S3 (default: boto3's chain)"
-    )
-    g.add_argument(
-        "--bucket",
-        metavar="NAME",
-        default=None,
-        help="tiered-storage bucket to inventory (offload rules run only with it)",
-    )
-    g.add_argument(
-        "--cluster-name",
-        metavar="NAME",
-        default=None,
-        help="the audited Pulsar cluster, for shared buckets: objects other clusters wrote are "
-        "foreign, never orphans (default: the single cluster under /admin/clusters)",
-    )
+    _add_rows(g, _BUCKET)
     g.add_argument(
         "--deep-offload-check",
         action="store_true",
@@ -177,55 +228,7 @@ def _add_bucket(g: Group) -> None:
 
 
 def _add_thresholds(g: Group) -> None:
-    g.add_argument(
-        "--min-orphan-age",
-        metavar="DURATION",
-        default=None,
-        help="orphan candidates must be at least this old (90s, 15m, 24h, 7d; default 24h, or the sandbox's)",
-    )
-    g.add_argument(
-        "--retention-grace",
-        metavar="DURATION",
-        default=None,
-        help="consumed ledgers count as retention overdue this long after they could be trimmed "
-        "(default 6h, or the sandbox's)",
-    )
-    g.add_argument(
-        "--incomplete-offload-age",
-        metavar="DURATION",
-        default=None,
-        help="objects of an offload that never completed count once this old (default 24h, or the sandbox's)",
-    )
-    g.add_argument(
-        "--open-ledger-max-age",
-        metavar="DURATION",
-        default=None,
-        help="a topic's current ledger open longer than this is overdue (default 7d)",
-    )
-    g.add_argument(
-        "--inactive-cursor-age",
-        metavar="DURATION",
-        default=None,
-        help="a subscription inactive this long that holds ledgers back is reported (default 7d)",
-    )
-    g.add_argument(
-        "--offload-deletion-lag",
-        metavar="DURATION",
-        default=None,
-        help="the broker's managedLedgerOffloadDeletionLagMs where a namespace sets none (default 4h)",
-    )
-    g.add_argument(
-        "--default-retention-minutes",
-        metavar="N",
-        default=None,
-        help="the broker's defaultRetentionTimeInMinutes where a namespace sets none (default 0)",
-    )
-    g.add_argument(
-        "--default-retention-mb",
-        metavar="N",
-        default=None,
-        help="the broker's defaultRetentionSizeInMB where a namespace sets none (default 0)",
-    )
+    _add_rows(g, _THRESHOLDS)
 
 
 def _add_run_inputs(g: Group) -> None:
@@ -235,13 +238,7 @@ def _add_run_inputs(g: Group) -> None:
         default="",
         help="'now' of the audit: ISO-8601 or epoch ms (default: now, or a generated sandbox's clock)",
     )
-    g.add_argument("--spark-master", metavar="URL", default=None, help="Spark master (default local[*])")
-    g.add_argument(
-        "--ledgers-root",
-        metavar="PATH",
-        default=None,
-        help="BookKeeper ledgers root in ZooKeeper (default /ledgers)",
-    )
+    _add_rows(g, _SPARK_AND_ROOT)
     g.add_argument(
         "--allow-empty-metadata",
         action="store_true",

@@ -8,10 +8,12 @@ Contexts (``ledgerlens.settings.contexts``) resolve these settings from a file, 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ledgerlens.errors import ConfigError
@@ -67,8 +69,6 @@ class ZooKeeperAuth:
             out["auth_data"] = [("digest", credential)]
         if self.sasl_jaas_file:
             out["sasl_options"] = jaas_sasl_options(self.sasl_jaas_file)
-            import importlib.util
-
             if importlib.util.find_spec("puresasl") is None:  # kazoo's SASL client
                 raise ConfigError(
                     f"zookeeper SASL (JAAS file {self.sasl_jaas_file}) needs the pure-sasl package "
@@ -209,8 +209,6 @@ def parse_duration(text: str | int | float, *, name: str = "duration") -> int:
 
 def parse_time_ms(text: str | int) -> int:
     """An ISO-8601 time ('2026-11-22T03:00:00Z') or epoch milliseconds -> epoch milliseconds."""
-    from datetime import UTC, datetime
-
     t = str(text).strip()
     if t.isdigit():
         ms = int(t) if len(t) <= 15 else MAX_TIME_MS + 1

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledgerlens.errors import ConfigError
+from ledgerlens.runtime.preflight import parse_connect_string
 from ledgerlens.settings.catalog import BY_KEY, KINDS, SETTINGS, TABLES, Setting
 from ledgerlens.settings.config import (
     AuditConfig,
@@ -171,8 +172,6 @@ def check_connect_string(key: str, value: str, where: str) -> None:
     """A ZooKeeper connect string (or a store spec holding one) without credentials: ``user:password@``
     is refused with the value redacted; a plain ``--zookeeper`` value must also parse, as the audit
     parses it (``preflight.parse_connect_string``), so ``contexts check`` and ``audit`` agree."""
-    from ledgerlens.runtime.preflight import parse_connect_string
-
     kind, sep, location = value.partition(":")
     spec = key != "metadata.zookeeper" and sep and kind in ("zk", "zookeeper", "admin", "zk-snapshot")
     servers = (location if spec else value).split("://", 1)[-1].split("/", 1)[0]
@@ -507,7 +506,7 @@ class Settings:
         """The BookKeeper and Pulsar metadata stores (``ledgerlens.sources.stores``): ``--source``,
         ``--zookeeper``, ``--zk-data-dir``, ``--zk-until``, ``--bookkeeper-metadata``,
         ``--pulsar-metadata``; live stores get the scan settings and credentials of this context."""
-        from ledgerlens.sources.stores import Stores
+        from ledgerlens.sources.stores import Stores  # pulls in kazoo, pyspark: the CLI starts without
 
         base = ZooKeeperSource(
             hosts=self["metadata.zookeeper"] or "unset",
@@ -565,7 +564,7 @@ class Settings:
 
     def admin_api(self) -> AdminApi:
         """Settings of ``--source admin`` / ``admin:URL`` stores: the token by reference, TLS files."""
-        from ledgerlens.sources.admin import AdminApi
+        from ledgerlens.sources.admin import AdminApi  # pulls in pyspark: the CLI starts without it
 
         return AdminApi(
             url=self["pulsar.admin-url"],

@@ -40,8 +40,16 @@ from datetime import datetime
 from typing import Any
 
 from ledgerlens.errors import SourceError
-from ledgerlens.formats.names import decode_component, encode_component, split_topic, topic_to_managed_ledger
+from ledgerlens.formats.names import (
+    decode_component,
+    encode_component,
+    parse_managed_ledger,
+    split_topic,
+    topic_to_managed_ledger,
+)
+from ledgerlens.formats.uuids import uuid_to_bits
 from ledgerlens.inventory.rows import _name_columns, policy_row
+from ledgerlens.proto import managed_ledger_pb2 as mlpb
 from ledgerlens.sources.admin_client import (
     AdminApi,
     AdminAuthError,
@@ -51,7 +59,7 @@ from ledgerlens.sources.admin_client import (
     admin_clusters,
     parse_admin_url,
 )
-from ledgerlens.sources.base import PULSAR_STAGES, InventorySource, Row
+from ledgerlens.sources.base import PULSAR_STAGES, MetadataStore, Row
 
 __all__ = ["AdminApi", "AdminAuthError", "AdminClient", "AdminSource", "parse_admin_url"]
 
@@ -171,7 +179,7 @@ def schema_row(schema_id: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class AdminSource(InventorySource):
+class AdminSource(MetadataStore):
     """A Pulsar cluster's metadata, read through its admin REST API (Pulsar stages only)."""
 
     api: AdminApi
@@ -181,10 +189,6 @@ class AdminSource(InventorySource):
     managed_ledgers_root: str = "/managed-ledgers"
     schemas_root: str = "/schemas"
     policies_root: str = "/admin/policies"
-
-    @property
-    def stages(self) -> tuple[str, ...]:
-        return self.provides
 
     @property
     def location(self) -> str:
@@ -346,8 +350,6 @@ class AdminReads:
         return None
 
     def _node(self, path: str) -> Any:
-        from ledgerlens.formats.names import parse_managed_ledger
-
         root = self.src.managed_ledgers_root + "/"
         if path.startswith(self.src.policies_root + "/") and path.count("/") == 3:
             tenant = path.rsplit("/", 1)[1]
@@ -384,9 +386,6 @@ class AdminReads:
 
 
 def _ml_bytes(info: dict[str, Any]) -> bytes:
-    from ledgerlens.formats.uuids import uuid_to_bits
-    from ledgerlens.proto import managed_ledger_pb2 as mlpb
-
     m = mlpb.ManagedLedgerInfo()
     for li in info.get("ledgers") or []:
         x = m.ledgerInfo.add()
@@ -405,8 +404,6 @@ def _ml_bytes(info: dict[str, Any]) -> bytes:
 
 
 def _cursor_bytes(info: dict[str, Any], node: str) -> bytes | None:
-    from ledgerlens.proto import managed_ledger_pb2 as mlpb
-
     c = (info.get("cursors") or {}).get(node)
     if c is None:
         return None

@@ -32,7 +32,9 @@ __all__ = [
     "STAGES",
     "STAGE_TABLES",
     "InventorySource",
+    "MetadataStore",
     "Row",
+    "stage_roots",
 ]
 
 STAGE_TABLES: Mapping[str, tuple[str, ...]] = {
@@ -45,6 +47,20 @@ STAGE_TABLES: Mapping[str, tuple[str, ...]] = {
 STAGES: tuple[str, ...] = tuple(STAGE_TABLES)
 BOOKKEEPER_STAGES: tuple[str, ...] = ("bk_ledgers",)
 PULSAR_STAGES: tuple[str, ...] = ("managed_ledgers", "schema_ledgers", "namespace_policies")
+
+# The setting that holds the metadata root each stage reads (a ``ZooKeeperSource``'s, a store's own).
+_ROOT_SETTINGS: Mapping[str, str] = {
+    "bk_ledgers": "ledgers_root",
+    "managed_ledgers": "managed_ledgers_root",
+    "schema_ledgers": "schemas_root",
+    "namespace_policies": "policies_root",
+}
+
+
+def stage_roots(settings: object, stages: Sequence[str]) -> dict[str, str]:
+    """The metadata root of each of ``stages`` that reads one, from ``settings``' ``*_root`` attributes."""
+    return {s: getattr(settings, a) for s, a in _ROOT_SETTINGS.items() if s in stages}
+
 
 # One row of an inventory table: (table name, column -> value); absent columns are null. A source
 # that reads millions of rows may hand out many at once: (table name, an Arrow record batch of the
@@ -112,3 +128,14 @@ class InventorySource(ABC):
         ``rate_limit`` is this task's share of the scan-wide limit; counters (reads, errors,
         vanished nodes...) go into ``stats``.
         """
+
+
+class MetadataStore(InventorySource):
+    """A store of Pulsar and/or BookKeeper metadata: it provides the stages it is given
+    (``provides``, a dataclass field of each subclass), each read under its metadata root."""
+
+    provides: tuple[str, ...] = ()
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return self.provides

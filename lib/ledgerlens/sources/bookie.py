@@ -35,7 +35,16 @@ from ledgerlens.errors import (
     EntryReadError,
 )
 from ledgerlens.formats import bookie_wire as w
-from ledgerlens.formats.bookkeeper import LedgerMetadata
+from ledgerlens.formats import delayed_bucket as db
+from ledgerlens.formats._proto import parse_binary
+from ledgerlens.formats.bookkeeper import LedgerMetadata, decode_ledger_metadata
+from ledgerlens.formats.managed_ledger import (
+    COMPACTED_LEDGER_PROPERTY,
+    decode_cursor,
+    decode_position_info,
+)
+from ledgerlens.formats.paths import ledger_path
+from ledgerlens.proto import bookkeeper_pb2 as bkpb
 from ledgerlens.settings.config import BookieSource
 
 __all__ = ["BookieClient", "BookieStats", "LedgerHandle", "resolve_bookie"]
@@ -98,9 +107,6 @@ def resolve_bookie(bookie_id: str, zk: Any = None, ledgers_root: str = "/ledgers
         The id is not ``host:port`` and no registration names an address.
     """
     if zk is not None:
-        from ledgerlens.formats._proto import parse_binary
-        from ledgerlens.proto import bookkeeper_pb2 as bkpb
-
         for sub in ("available", "available/readonly"):
             path = f"{ledgers_root.rstrip('/')}/{sub}/{bookie_id}"
             try:
@@ -536,9 +542,6 @@ def _error_kind(err: BookieError) -> str:
 
 def _ledger_handles(reader: Any, ledgers_root: str, ledger_ids: Iterable[int]) -> dict[int, Any]:
     """Ledger id -> LedgerHandle, or the problem text when its metadata is absent or undecodable."""
-    from ledgerlens.formats.bookkeeper import decode_ledger_metadata
-    from ledgerlens.formats.paths import ledger_path
-
     paths = {ledger_path(i, ledgers_root): i for i in dict.fromkeys(ledger_ids)}
     out: dict[int, Any] = {}
     for r in reader.get(list(paths)):
@@ -568,9 +571,6 @@ def scan_bucket_snapshots(
     ``missing_ledger`` reports it); entries that do not decode or fail their digest on every
     bookie give ``corrupt`` with the entry id; unreachable bookies ``unavailable``.
     """
-    from ledgerlens.formats import delayed_bucket as db
-    from ledgerlens.formats.paths import ledger_path
-
     items = list(items)
     handles = _ledger_handles(reader, ledgers_root, (int(i["ledger_id"]) for i in items))
     for item in items:
@@ -650,12 +650,6 @@ def scan_cursor_positions(
 
     ``items`` carry ``managed_ledger, tenant, namespace, cursor, path, cursors_ledger_id``.
     """
-    from ledgerlens.formats.managed_ledger import (
-        COMPACTED_LEDGER_PROPERTY,
-        decode_cursor,
-        decode_position_info,
-    )
-
     items = list(items)
     handles = _ledger_handles(reader, ledgers_root, (int(i["cursors_ledger_id"]) for i in items))
     # a cursor ledger rolls over (the old one is deleted) as the cursor moves: follow the cursor

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import struct
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ def _where(source: KafkaSource) -> str:
 
 
 def _consumer(source: KafkaSource) -> Any:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer  # kafka client: only to read the topic
 
     conf = client_config(source)
     conf.update(
@@ -108,7 +109,7 @@ def _consumer(source: KafkaSource) -> Any:
 
 def end_offsets(source: KafkaSource) -> list[PartitionRange]:
     """Every metadata partition with its earliest and end offsets, taken now."""
-    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import KafkaException, TopicPartition  # kafka client: only to read the topic
 
     consumer = _consumer(source)
     try:
@@ -144,7 +145,7 @@ def read_partition(source: KafkaSource, rng: PartitionRange) -> Iterator[Metadat
 
     Raises :class:`SourceError` when no record arrives for ``source.timeout_s`` before the end.
     """
-    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka import KafkaError, TopicPartition  # kafka client: only to read the topic
 
     if rng.high <= rng.low:
         return
@@ -187,15 +188,13 @@ def read_partition(source: KafkaSource, rng: PartitionRange) -> Iterator[Metadat
 
 def kafka_uuid(value: Any) -> str:
     """A client ``Uuid`` in Kafka's own text form (URL-safe base64; the client prints standard base64)."""
-    import struct
-
     raw = struct.pack(">qq", value.get_most_significant_bits(), value.get_least_significant_bits())
     return uuid_from_bytes(raw)
 
 
 def describe_topics(source: KafkaSource) -> list[dict[str, Any]]:
     """KAFKA_TOPICS rows: every topic's id, partition count and the configs the audit needs."""
-    from confluent_kafka import KafkaException, TopicCollection
+    from confluent_kafka import KafkaException, TopicCollection  # kafka client: only to describe topics
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
     admin = AdminClient(client_config(source))

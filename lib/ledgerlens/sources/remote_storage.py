@@ -49,7 +49,7 @@ class RemoteStore:
 
 
 def s3_client(store: RemoteStore) -> Any:
-    import boto3
+    import boto3  # boto3: only for a bucket
     from botocore.config import Config
 
     return boto3.client(
@@ -68,7 +68,7 @@ def list_items(store: RemoteStore) -> list[str]:
             return sorted(e.name for e in os.scandir(root) if e.is_dir())
         except OSError as e:
             raise SourceError(f"remote storage {root}", f"cannot list: {e.strerror}") from e
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError  # botocore: only for a bucket
 
     client = s3_client(store)
     items: list[str] = []
@@ -134,7 +134,7 @@ def list_objects(
                 continue
             yield row
         return
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError  # botocore: only for a bucket
 
     client = s3_client(store)
     try:
@@ -164,7 +164,7 @@ def object_exists(store: RemoteStore, key: str, client: Any = None) -> tuple[boo
             return True, (store.root() / key).stat().st_size
         except FileNotFoundError:
             return False, None
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import ClientError  # botocore: only for a bucket
 
     client = client or s3_client(store)
     try:

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    EXCEPTIONS,
     ConnectionClosedError,
     ConnectionLoss,
     NoAuthError,
@@ -340,8 +341,6 @@ def _multi_read_result(buf: bytes, offset: int) -> tuple[Any, int] | None:
 
     A result is ``(data, stat)`` (getData), a list of names (getChildren) or the error's exception.
     """
-    from kazoo.exceptions import EXCEPTIONS
-
     kind, done, _ = _MULTI_HEADER.unpack_from(buf, offset)
     offset += 9
     if done:

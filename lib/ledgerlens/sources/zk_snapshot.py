@@ -35,7 +35,8 @@ from typing import Any
 from ledgerlens.errors import ConfigError, DecodeError, SourceError
 from ledgerlens.formats import zkdata
 from ledgerlens.formats.zkdata import STAT as _STAT
-from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource, Row
+from ledgerlens.settings.config import parse_time_ms
+from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, MetadataStore, Row, stage_roots
 from ledgerlens.sources.snapshot_rows import snapshot_rows
 
 __all__ = ["SnapshotPlan", "ZooKeeperSnapshot", "find_files", "parse_until"]
@@ -58,8 +59,6 @@ def parse_until(text: str) -> tuple[str, int] | None:
 
     A decimal number is a zxid when it has fewer than 13 digits (epoch ms have 13), else a time.
     """
-    from ledgerlens.settings.config import parse_time_ms
-
     t = (text or "").strip()
     if not t:
         return None
@@ -263,7 +262,7 @@ def _decode(text: str) -> Any:
 
 
 @dataclass(frozen=True)
-class ZooKeeperSnapshot(InventorySource):
+class ZooKeeperSnapshot(MetadataStore):
     """A ZooKeeper data directory (see the module docstring).
 
     ``chroot`` is the prefix of the Pulsar (or BookKeeper) tree inside ZooKeeper (as in a connect
@@ -283,22 +282,12 @@ class ZooKeeperSnapshot(InventorySource):
     kind: str = "zk-snapshot"
 
     @property
-    def stages(self) -> tuple[str, ...]:
-        return self.provides
-
-    @property
     def location(self) -> str:
         return f"zk-snapshot:{self.data_dir}" + (f"#{self.chroot}" if self.chroot else "")
 
     def _roots(self) -> dict[str, str]:
-        roots = {
-            "bk_ledgers": self.ledgers_root,
-            "managed_ledgers": self.managed_ledgers_root,
-            "schema_ledgers": self.schemas_root,
-            "namespace_policies": self.policies_root,
-        }
         c = self.chroot.rstrip("/")
-        return {s: c + "/" + r.strip("/") for s, r in roots.items() if s in self.stages}
+        return {s: c + "/" + r.strip("/") for s, r in stage_roots(self, self.stages).items()}
 
     def probes(self) -> tuple[str, ...]:
         """Full paths whose existence the plan records (``SnapshotPlan.present``): the chroot, the
@@ -623,7 +612,7 @@ class _Readable:
 
 class _SnapshotReads:
     """``get_many(paths)`` over the replayed tree: one pass over the snapshot per call (paths are
-    relative to the chroot, as the live store's)."""
+    relative to the chroot, as the live store's); ``read_many`` asks several sources at once."""
 
     def __init__(self, source: ZooKeeperSnapshot) -> None:
         self.source = source
@@ -636,28 +625,37 @@ class _SnapshotReads:
 
     def get_many(self, paths: Iterable[str]) -> dict[str, Any]:
         """{path: data bytes, or None when the node does not exist}; unreadable ACLs read as NoAuth."""
-        from kazoo.exceptions import NoAuthError
+        return read_many([(self.source, paths)])[0]
 
-        plan = self.source.prepare()
-        chroot = self.source.chroot.rstrip("/")
+
+def read_many(requests: Sequence[tuple[ZooKeeperSnapshot, Iterable[str]]]) -> list[dict[str, Any]]:
+    """``get_many`` of each (source, paths) request, in one pass over each snapshot file: the
+    BookKeeper and Pulsar sources of one data directory (each with its own replayed changes) share
+    the pass instead of reading the file once each."""
+    from kazoo.exceptions import NoAuthError  # kazoo: the live scan's error type, bookie reads only
+
+    plans = [source.prepare() for source, _ in requests]
+    outs: list[dict[str, Any]] = []
+    by_file: dict[str, dict[str, list[tuple[int, str]]]] = {}  # file -> full path -> (request, path)
+    for i, ((source, paths), plan) in enumerate(zip(requests, plans, strict=True)):
+        chroot = source.chroot.rstrip("/")
         wanted = {chroot + p: p for p in dict.fromkeys(paths)}
-        out: dict[str, Any] = dict.fromkeys(wanted.values())
-        if not wanted:
-            return out
-
-        def put(full: str, data: bytes | None, ok: bool) -> None:
-            out[wanted[full]] = (data or b"") if ok else NoAuthError()
-
-        for full, change in plan.overlay.items():
-            if full in wanted and change.full and not change.deleted:
-                put(full, change.data, zkdata.readable_by_anyone(change.acl))
-        prefixes = tuple(p.encode() for p in wanted)
-        for node in zkdata.SnapshotReader(plan.snapshot).nodes_under(prefixes):
-            if node.path not in wanted:
-                continue
-            c = plan.overlay.get(node.path)
-            if c is not None and (c.deleted or c.full):
-                continue
-            ok = zkdata.readable_by_anyone(_acl_of(node.acl, c.acl if c is not None else None, plan.acls))
-            put(node.path, c.data if c is not None and c.has_data else node.data, ok)
-        return out
+        outs.append(dict.fromkeys(wanted.values()))
+        for full, rel in wanted.items():
+            change = plan.overlay.get(full)
+            if change is not None and change.full and not change.deleted:
+                ok = zkdata.readable_by_anyone(change.acl)
+                outs[i][rel] = (change.data or b"") if ok else NoAuthError()
+            by_file.setdefault(plan.snapshot, {}).setdefault(full, []).append((i, rel))
+    for snapshot, wanted_at in by_file.items():
+        prefixes = tuple(p.encode() for p in wanted_at)
+        for node in zkdata.SnapshotReader(snapshot).nodes_under(prefixes):
+            for i, rel in wanted_at.get(node.path, ()):
+                plan = plans[i]
+                c = plan.overlay.get(node.path)
+                if c is not None and (c.deleted or c.full):
+                    continue
+                ok = zkdata.readable_by_anyone(_acl_of(node.acl, c.acl if c is not None else None, plan.acls))
+                data = c.data if c is not None and c.has_data else node.data
+                outs[i][rel] = (data or b"") if ok else NoAuthError()
+    return outs

@@ -36,7 +36,7 @@ from ledgerlens.inventory.rows import (
     schema_rows,
 )
 from ledgerlens.settings.config import ZooKeeperSource
-from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, InventorySource, Row
+from ledgerlens.sources.base import BOOKKEEPER_STAGES, PULSAR_STAGES, MetadataStore, Row, stage_roots
 from ledgerlens.sources.zk_client import (
     MultiReadReply,
     NodeRead,
@@ -462,7 +462,7 @@ def scan_tenants(reader: PipelinedReader, root: str, store: str) -> Iterator[dic
 
 
 @dataclass(frozen=True)
-class LiveZooKeeper(InventorySource):
+class LiveZooKeeper(MetadataStore):
     """A live ZooKeeper ensemble: pipelined, rate-limited reads of the stages it is given.
 
     ``stages`` says which part of the metadata this store holds: BookKeeper's (``bk_ledgers``),
@@ -472,10 +472,6 @@ class LiveZooKeeper(InventorySource):
     zk: ZooKeeperSource
     provides: tuple[str, ...] = BOOKKEEPER_STAGES + PULSAR_STAGES
     kind: str = "zk"
-
-    @property
-    def stages(self) -> tuple[str, ...]:
-        return self.provides
 
     @property
     def location(self) -> str:
@@ -490,13 +486,7 @@ class LiveZooKeeper(InventorySource):
         return self.zk.tasks
 
     def describe(self) -> dict[str, Any]:
-        roots = {
-            "bk_ledgers": self.zk.ledgers_root,
-            "managed_ledgers": self.zk.managed_ledgers_root,
-            "schema_ledgers": self.zk.schemas_root,
-            "namespace_policies": self.zk.policies_root,
-        }
-        return {**super().describe(), "roots": {s: roots[s] for s in self.stages if s in roots}}
+        return {**super().describe(), "roots": stage_roots(self.zk, self.stages)}
 
     def _connect(self) -> KazooClient:
         return connect(self.zk.hosts, timeout_s=self.zk.timeout_s, auth=self.zk.auth)

@@ -55,3 +55,15 @@ def place_columns(
         "bytes_": bytes_,
     }
     return {k: F.col(v) if v else None for k, v in names.items()}
+
+
+def ml_reference_columns() -> dict[str, Column]:
+    """The keywords of ``raw_finding`` of a finding on a managed ledger's reference to a ledger (a
+    joined row's ``ref_*`` columns): which ledger, whose, where; the managed ledger is its owner."""
+    return {
+        "ledger_id": F.col("ledger_id"),
+        "managed_ledger": F.col("ref_ml"),
+        "tenant": F.col("ref_tenant"),
+        "namespace": F.col("ref_namespace"),
+        "owner_ml": F.col("ref_ml"),
+    }

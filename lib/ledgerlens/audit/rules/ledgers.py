@@ -11,7 +11,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds, raw_finding
-from ledgerlens.audit.frames import Look, union_all
+from ledgerlens.audit.frames import Look, renamed, union_all
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.audit.names import ANY, topic_to_ml
 from ledgerlens.audit.ownership import is_owned, tenant_of_name
@@ -20,6 +20,7 @@ from ledgerlens.audit.rules.common import (
     KNOWN_COMPONENTS,
     ML_COMPONENT,
     false_if_null,
+    ml_reference_columns,
     offload_complete,
     place_columns,
 )
@@ -151,10 +152,7 @@ def _orphan(config: AuditConfig) -> Column:
             "state",
             "application",
             comp.alias("component"),
-            F.col(_OWNER).alias("owner"),
-            F.col("bk_ml").alias("managed_ledger"),
-            F.col("bk_cursor").alias("cursor"),
-            F.col("bk_schema_id").alias("schema_id"),
+            *renamed(owner=_OWNER, managed_ledger="bk_ml", cursor="bk_cursor", schema_id="bk_schema_id"),
             "compacted_topic",
             "delayed_topic",
             "delayed_cursor",
@@ -214,12 +212,14 @@ def _missing() -> Column:
         ),
         evidence=F.struct(
             ref.alias("reference"),
-            F.col("ref_path").alias("referenced_by"),
-            F.col("ref_ml").alias("managed_ledger"),
-            F.col("ref_cursor").alias("cursor"),
-            F.col("ref_key").alias("property"),
-            F.col("ref_schema_id").alias("schema_id"),
-            F.col("ref_schema_version").alias("schema_version"),
+            *renamed(
+                referenced_by="ref_path",
+                managed_ledger="ref_ml",
+                cursor="ref_cursor",
+                property="ref_key",
+                schema_id="ref_schema_id",
+                schema_version="ref_schema_version",
+            ),
             "position",
             "is_last",
             F.col("ref_size").alias("size"),
@@ -232,14 +232,10 @@ def _missing() -> Column:
 def _ml_reference_columns(config: AuditConfig) -> dict[str, Any]:
     """The columns of a finding on a managed ledger's reference to a ledger."""
     return {
+        **ml_reference_columns(),
         "component": ML_COMPONENT,
-        "ledger_id": F.col("ledger_id"),
-        "managed_ledger": F.col("ref_ml"),
         "bytes_": F.col("ref_size"),
-        "tenant": F.col("ref_tenant"),
-        "namespace": F.col("ref_namespace"),
         "age_seconds": age_seconds(config.as_of_ms, F.col("ctime_ms")),
-        "owner_ml": F.col("ref_ml"),
     }
 
 

@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds, explode_findings, raw_finding
 from ledgerlens.audit.frames import Look
-from ledgerlens.audit.rules.common import ML_COMPONENT, false_if_null, offload_complete
+from ledgerlens.audit.rules.common import ML_COMPONENT, false_if_null, ml_reference_columns, offload_complete
 from ledgerlens.report.kinds import declared
 from ledgerlens.settings.config import AuditConfig
 
@@ -61,13 +61,9 @@ def _missing_object(e: Column, uuid: Column, layout: str, config: AuditConfig) -
         ),
         component="offload",
         action="investigate",
-        ledger_id=F.col("ledger_id"),
-        managed_ledger=F.col("ref_ml"),
+        **ml_reference_columns(),
         object_key=e["key"],
         bytes_=F.col("ref_size"),
-        tenant=F.col("ref_tenant"),
-        namespace=F.col("ref_namespace"),
-        owner_ml=F.col("ref_ml"),
         evidence=F.struct(
             uuid.alias("uuid"),
             F.lit(layout).alias("layout"),
@@ -86,13 +82,9 @@ def _not_deleted(config: AuditConfig) -> Column:
         kind="offloaded_not_deleted",
         component=ML_COMPONENT,
         action="load_topic",
-        ledger_id=F.col("ledger_id"),
-        managed_ledger=F.col("ref_ml"),
+        **ml_reference_columns(),
         bytes_=F.col("length"),
-        tenant=F.col("ref_tenant"),
-        namespace=F.col("ref_namespace"),
         age_seconds=age_seconds(config.as_of_ms, F.col("ctime_ms")),
-        owner_ml=F.col("ref_ml"),
         evidence=F.struct(
             F.lit("ledger").alias("per"),
             F.col("uuid"),
@@ -176,14 +168,10 @@ def _incomplete(data_key: Column, config: AuditConfig) -> Column:
         kind="incomplete_offload",
         component="offload",
         action="investigate",
-        ledger_id=F.col("ledger_id"),
-        managed_ledger=F.col("ref_ml"),
+        **ml_reference_columns(),
         object_key=data_key,
         bytes_=F.col("obj_bytes"),
-        tenant=F.col("ref_tenant"),
-        namespace=F.col("ref_namespace"),
         age_seconds=age_seconds(config.as_of_ms, F.col("newest_ms")),
-        owner_ml=F.col("ref_ml"),
         evidence=F.struct(
             "uuid",
             F.col("present_keys").alias("keys"),

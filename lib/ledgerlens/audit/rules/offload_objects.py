@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ledgerlens.audit.findings import age_seconds, raw_finding
+from ledgerlens.audit.frames import firsts, renamed
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.offload.verify import RELATIVE_TO_INDEX
 from ledgerlens.report.kinds import declared
@@ -116,8 +117,7 @@ def offload_contexts_of(offloaded: DataFrame) -> DataFrame:
     ml = offloaded.select(
         F.col("ref_ml").alias("managed_ledger"),
         "ledger_id",
-        F.col("ref_entries").alias("entries"),
-        F.col("ref_size").alias("size"),
+        *renamed(entries="ref_entries", size="ref_size"),
         "offload_uuid",
         "offload_complete",
         "offload_bookkeeper_deleted",
@@ -146,33 +146,34 @@ def _verified(segments: DataFrame) -> DataFrame:
     )
 
 
-def _references(ml: DataFrame) -> DataFrame:
-    """Who references which object: ``(uuid, ledger)`` per ledger, ``uuid`` per streaming segment."""
-    per_ledger = ml.filter(F.col("offload_uuid").isNotNull()).select(
-        F.col("offload_uuid").alias("uuid"),
-        F.col("ledger_id").alias("key_ledger_id"),
-        F.lit("ledger").alias("layout"),
-        F.col("ledger_id").alias("ref_ledger_id"),
-        F.col("managed_ledger").alias("ref_ml"),
-        F.col("entries").alias("ref_entries"),
-        F.col("size").alias("ref_size"),
-        "complete",
+def _referencing(
+    contexts: DataFrame, uuid: Column, key_ledger_id: Column, layout: str, complete: Column | str
+) -> DataFrame:
+    """``contexts`` as references to the objects of one ``layout`` (``uuid``, ``key_ledger_id``: the
+    object's), with the referencing ledger's ``ref_*`` columns, ``complete`` and ``only_copy``."""
+    return contexts.select(
+        uuid.alias("uuid"),
+        key_ledger_id.alias("key_ledger_id"),
+        F.lit(layout).alias("layout"),
+        *renamed(ref_ledger_id="ledger_id", ref_ml="managed_ledger", ref_entries="entries", ref_size="size"),
+        complete,
         "only_copy",
     )
-    streaming = (
-        ml.select("*", F.explode(F.coalesce("offload_segments", F.array())).alias("seg"))
-        .filter(F.col("seg.uuid").isNotNull())
-        .select(
-            F.col("seg.uuid").alias("uuid"),
-            F.lit(None).cast("bigint").alias("key_ledger_id"),
-            F.lit("streaming").alias("layout"),
-            F.col("ledger_id").alias("ref_ledger_id"),
-            F.col("managed_ledger").alias("ref_ml"),
-            F.col("entries").alias("ref_entries"),
-            F.col("size").alias("ref_size"),
-            F.coalesce(F.col("seg.complete"), F.lit(False)).alias("complete"),
-            "only_copy",
-        )
+
+
+def _references(ml: DataFrame) -> DataFrame:
+    """Who references which object: ``(uuid, ledger)`` per ledger, ``uuid`` per streaming segment."""
+    offloaded = ml.filter(F.col("offload_uuid").isNotNull())
+    per_ledger = _referencing(offloaded, F.col("offload_uuid"), F.col("ledger_id"), "ledger", "complete")
+    segments = ml.select("*", F.explode(F.coalesce("offload_segments", F.array())).alias("seg")).filter(
+        F.col("seg.uuid").isNotNull()
+    )
+    streaming = _referencing(
+        segments,
+        F.col("seg.uuid"),
+        F.lit(None).cast("bigint"),
+        "streaming",
+        F.coalesce(F.col("seg.complete"), F.lit(False)).alias("complete"),
     )
     return per_ledger.unionByName(streaming)
 
@@ -254,13 +255,7 @@ def _referenced_corrupt(joined: DataFrame, config: AuditConfig) -> DataFrame:
             F.array_distinct(F.flatten(F.collect_list("ctx_problems"))).alias("ctx_problems"),
             F.min_by(F.struct("ref_ml", "ref_ledger_id"), F.col("ref_ledger_id")).alias("ref"),
             F.max(F.col("only_copy").cast("int")).alias("only_copy"),
-            F.first("uuid").alias("uuid"),
-            F.first("key_ledger_id").alias("key_ledger_id"),
-            F.first("role").alias("role"),
-            F.first("layout").alias("layout"),
-            F.first("size").alias("size"),
-            F.first("bucket").alias("bucket"),
-            F.first("last_modified_ms").alias("last_modified_ms"),
+            *firsts("uuid", "key_ledger_id", "role", "layout", "size", "bucket", "last_modified_ms"),
         )
         .select("*", F.concat("problems", "ctx_problems").alias("all_problems"))
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ledgerlens.audit.frames import renamed
 from ledgerlens.audit.id_filter import SLOT_BITS, IdFilter, by_ids, from_slots, id_key
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.audit.rules.common import MB
@@ -41,10 +42,9 @@ def _bookkeeper_side(bk_ledgers: DataFrame) -> DataFrame:
         "length",
         "ctime_ms",
         "application",
-        F.col("component").alias("bk_component"),
-        F.col("managed_ledger").alias("bk_ml"),
-        F.col("cursor").alias("bk_cursor"),
-        F.col("schema_id").alias("bk_schema_id"),
+        *renamed(
+            bk_component="component", bk_ml="managed_ledger", bk_cursor="cursor", bk_schema_id="schema_id"
+        ),
         "compacted_topic",
         "delayed_topic",
         "delayed_cursor",

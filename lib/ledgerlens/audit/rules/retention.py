@@ -6,6 +6,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from ledgerlens.audit.frames import renamed
 from ledgerlens.audit.id_filter import IdFilter
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.audit.names import ml_namespace
@@ -19,9 +20,11 @@ def policies_by_namespace(policies: DataFrame, config: AuditConfig) -> DataFrame
     ns = F.coalesce(F.col("namespace"), F.regexp_extract("path", r"^/admin/policies/(.+)$", 1))
     return policies.select(
         ns.alias("pol_ns"),
-        F.col("retention_minutes").alias("pol_retention_minutes"),
-        F.col("retention_mb").alias("pol_retention_mb"),
-        F.col("offload_deletion_lag_ms").alias("pol_lag_ms"),
+        *renamed(
+            pol_retention_minutes="retention_minutes",
+            pol_retention_mb="retention_mb",
+            pol_lag_ms="offload_deletion_lag_ms",
+        ),
         F.col("error").isNotNull().alias("pol_error"),
     ).dropDuplicates(["pol_ns"])
 
@@ -333,11 +336,13 @@ def _reference(rows: DataFrame, config: AuditConfig, overdue: Column, ret_ev: Co
     return rows.select(
         "ledger_id",
         F.lit(ML_COMPONENT).alias("ref_component"),
-        F.col("managed_ledger").alias("ref_ml"),
-        F.col("tenant").alias("ref_tenant"),
-        F.col("ns").alias("ref_namespace"),
-        F.col("size").alias("ref_size"),
-        F.col("entries").alias("ref_entries"),
+        *renamed(
+            ref_ml="managed_ledger",
+            ref_tenant="tenant",
+            ref_namespace="ns",
+            ref_size="size",
+            ref_entries="entries",
+        ),
         "is_last",
         "position",
         *OFFLOAD_COLUMNS,

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kazoo.exceptions import BadVersionError, NoNodeError
+
 from ledgerlens.deletion.actions.base import Action, ActionContext, Work
 from ledgerlens.deletion.outcomes import Outcome
 from ledgerlens.deletion.references import ReferenceIndex
@@ -165,8 +167,6 @@ class DeleteLedger(Action):
             w.decide(verdict, node)
 
     def execute(self, ctx: ActionContext, work: Sequence[Work]) -> None:
-        from kazoo.exceptions import BadVersionError, NoNodeError
-
         pending = []
         for w in work:
             path = ledger_path(int(w.item["expected"]["ledger_id"]), ctx.roots.ledgers)  # type: ignore[index]

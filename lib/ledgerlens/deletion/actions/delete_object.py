@@ -4,6 +4,7 @@ are listed in :mod:`ledgerlens.deletion.verify`."""
 
 from __future__ import annotations
 
+import urllib.error
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Any
 from ledgerlens.deletion.actions.base import Action, ActionContext, Work, head_verdict
 from ledgerlens.deletion.outcomes import Outcome
 from ledgerlens.deletion.references import ReferenceIndex
+from ledgerlens.deletion.status import rest
 from ledgerlens.deletion.verify import (
     ALREADY_GONE,
     DELETE,
@@ -28,13 +30,14 @@ from ledgerlens.deletion.verify import (
     tenant_of_ml,
 )
 from ledgerlens.errors import LedgerLensError
+from ledgerlens.formats.names import managed_ledger_to_topic
 
 DELETE_OBJECTS_MAX = 1000  # keys per S3 DeleteObjects request
 
 
 def head_object(client: Any, bucket: str, key: str) -> dict[str, Any] | None | Exception:
     """HEAD an object: {"size", "etag", "metadata"}, None when absent, or the error."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError  # botocore: only when a bucket is verified
 
     from ledgerlens.sources.s3 import is_not_found
 
@@ -217,11 +220,6 @@ def verify_objects(
 def admin_topic_lister(web_url: str, token: str | None = None) -> Callable[[str], bool | Exception]:
     """Managed ledger -> whether the admin API lists its topic (one request per namespace, cached by
     the returned function; 404: the namespace is gone, so is the topic)."""
-    import urllib.error
-
-    from ledgerlens.deletion.status import rest
-    from ledgerlens.formats.names import managed_ledger_to_topic
-
     listed: dict[str, set[str] | Exception] = {}
 
     def topic_listed(ml: str) -> bool | Exception:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,9 @@ from ledgerlens.deletion.outcomes import Outcome
 from ledgerlens.deletion.verify import ALREADY_GONE, DELETE, IN_USE, MISMATCH, RETRY, Verdict
 from ledgerlens.errors import ConfigError, LedgerLensError
 from ledgerlens.kafka.replay import METADATA_TOPIC, Replay, replay
-from ledgerlens.sources.remote_storage import RemoteStore
+from ledgerlens.settings.redact import redact
+from ledgerlens.sources import kafka_metadata as metadata
+from ledgerlens.sources.remote_storage import RemoteStore, s3_client
 
 LIVE_STATES = ("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED", "DELETE_SEGMENT_STARTED")
 
@@ -93,33 +96,26 @@ class KafkaLive:
         """Fold the records appended since the last call; (state, topic ids the cluster lists)."""
         with self._lock:
             if self.dump:
-                from ledgerlens.sources.kafka_metadata import read_dump
-
-                self._state = replay(read_dump(self.dump), self.metadata_topic)
+                self._state = replay(metadata.read_dump(self.dump), self.metadata_topic)
                 return self._state, set()
-            from ledgerlens.sources.kafka_metadata import (
-                KafkaSource,
-                PartitionRange,
-                describe_topics,
-                end_offsets,
-                read_partition,
-            )
 
             assert self.bootstrap_servers is not None
-            source = KafkaSource(self.bootstrap_servers, self.metadata_topic, self.timeout_s)
-            for now in end_offsets(source):
+            source = metadata.KafkaSource(self.bootstrap_servers, self.metadata_topic, self.timeout_s)
+            for now in metadata.end_offsets(source):
                 low = self._offsets.get(now.partition, now.low)
                 if now.high > low:
-                    for rec in read_partition(source, PartitionRange(now.partition, low, now.high)):
+                    for rec in metadata.read_partition(
+                        source, metadata.PartitionRange(now.partition, low, now.high)
+                    ):
                         self._state.apply_bytes(rec, self.metadata_topic)
                 self._offsets[now.partition] = max(low, now.high)
-            self._topic_ids = {str(t["topic_id"]) for t in describe_topics(source) if t.get("topic_id")}
+            self._topic_ids = {
+                str(t["topic_id"]) for t in metadata.describe_topics(source) if t.get("topic_id")
+            }
             return self._state, set(self._topic_ids)
 
     def client(self, store: RemoteStore) -> Any:
         """One S3 client per endpoint and region, shared by the deleter's threads."""
-        from ledgerlens.sources.remote_storage import s3_client
-
         key = (store.endpoint_url, store.region)
         with self._lock:
             if key not in self._clients:
@@ -135,7 +131,7 @@ class KafkaLive:
             except FileNotFoundError:
                 return None
             return st.st_size, f"{st.st_mtime_ns}-{st.st_size}"
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # botocore/boto3: only when a bucket is verified
 
         from ledgerlens.sources.s3 import is_not_found
 
@@ -159,8 +155,6 @@ class KafkaLive:
 
 
 def _err(e: BaseException) -> str:
-    from ledgerlens.settings.redact import redact
-
     return redact(f"{type(e).__name__}: {e}")[:300]
 
 
@@ -182,8 +176,6 @@ def _remote_heads(
     max_in_flight: int,
 ) -> dict[tuple[int, str], tuple[int, str] | None | Exception]:
     """(size, ETag) of every planned object of a usable store, by (item index, key); None when absent."""
-    from concurrent.futures import ThreadPoolExecutor
-
     flat = [
         (n, o["key"])
         for n, item in enumerate(items)
@@ -294,8 +286,6 @@ class DeleteRemoteSegment(Action):
             w.decide(verdict, keys)
 
     def execute(self, ctx: ActionContext, work: Sequence[Work]) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
         def delete(w: Work) -> None:
             try:
                 delete_remote_objects(w.item or {}, w.act, ctx.kafka_live())

@@ -2,7 +2,8 @@
 and its section in ``docs/audit-rules.md``.
 
 One module per subject, as ``docs/audit-rules.md`` groups the kinds; each holds its kinds'
-explainers and their declarations (``declare(Kind(...))``, next to the explainer):
+explainers and their declarations (``<SUBJECT>.declare(...)``: a ``registry.Subject`` names the subject
+and the rule module; next to the explainer):
 
 - ``ledgers``: ``orphan_ledger``, ``unattributed_ledger``, ``foreign_ledger``, ``missing_ledger``;
 - ``offload``: the offloaded objects (``*_offload_object``, ``incomplete_offload``,
@@ -16,7 +17,7 @@ explainers and their declarations (``declare(Kind(...))``, next to the explainer
 explainers read. The audit reads its kind tables (``audit.findings.PULSAR_KINDS``, ``KAFKA_KINDS``)
 and its rules' severities (``severity_of``) from here.
 
-Adding a finding kind: write its explainer and ``declare(Kind(...))`` in its subject's module, add it
+Adding a finding kind: write its explainer and declare it in its subject's module, add it
 to ``PULSAR`` or ``KAFKA`` below, emit it from the declared rule module, and add its
 ``### `<kind>` `` section to ``docs/audit-rules.md`` and its row to the README's table (a test checks
 each).

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from ledgerlens.report.kinds.finding import Finding, lines, q
-from ledgerlens.report.kinds.registry import Kind, declare
+from ledgerlens.report.kinds.registry import Subject
+
+_CURSORS = Subject("cursors", rule="audit/rules/cursors.py")
 
 
 def _inactive_cursor(f: Finding) -> tuple[str, str]:
@@ -25,12 +27,4 @@ def _inactive_cursor(f: Finding) -> tuple[str, str]:
     return reason, step
 
 
-INACTIVE_CURSOR = declare(
-    Kind(
-        name="inactive_cursor",
-        severity="warning",
-        subject="cursors",
-        rule="audit/rules/cursors.py",
-        explain=_inactive_cursor,
-    )
-)
+INACTIVE_CURSOR = _CURSORS.declare("inactive_cursor", "warning", _inactive_cursor)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from ledgerlens.formats.names import parse_managed_ledger
 from ledgerlens.report.text import human_bytes, human_duration, is_missing
@@ -50,6 +50,32 @@ def q(value: object) -> str:
     return shlex.quote(str(value))
 
 
+T = TypeVar("T")
+
+
+class _Column(Generic[T]):
+    """A ``Finding`` attribute read from the row's column of the same name (None when null/NaN), else,
+    with ``evidence``, from the evidence field of that name; ``convert`` turns a value into ``T``."""
+
+    def __init__(self, convert: Callable[[Any], T], *, evidence: bool = False) -> None:
+        self.convert, self.evidence, self.name = convert, evidence, ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Column[T]: ...
+    @overload
+    def __get__(self, obj: Finding, owner: type | None = None) -> T | None: ...
+    def __get__(self, obj: Finding | None, owner: type | None = None) -> _Column[T] | T | None:
+        if obj is None:
+            return self
+        v = obj.get(self.name)
+        if self.evidence:
+            v = v or obj.ev(self.name)
+        return None if v is None else self.convert(v)
+
+
 @dataclass(frozen=True)
 class Finding:
     """A read-only view of one findings row, with the names explainers need."""
@@ -69,35 +95,13 @@ class Finding:
     def severity(self) -> str:
         return str(self.get("severity") or "")
 
-    @property
-    def ledger_id(self) -> int | None:
-        v = self.get("ledger_id")
-        return None if v is None else int(v)
-
-    @property
-    def managed_ledger(self) -> str | None:
-        v = self.get("managed_ledger") or self.ev("managed_ledger")
-        return None if v is None else str(v)
-
-    @property
-    def cursor(self) -> str | None:
-        v = self.get("cursor") or self.ev("cursor")
-        return None if v is None else str(v)
-
-    @property
-    def path(self) -> str | None:
-        v = self.get("path")
-        return None if v is None else str(v)
-
-    @property
-    def object_key(self) -> str | None:
-        v = self.get("object_key")
-        return None if v is None else str(v)
-
-    @property
-    def bytes(self) -> int | None:
-        v = self.get("bytes")
-        return None if v is None else int(v)
+    ledger_id = _Column(int)
+    managed_ledger = _Column(str, evidence=True)
+    cursor = _Column(str, evidence=True)
+    path = _Column(str)
+    object_key = _Column(str)
+    namespace = _Column(str)
+    bytes = _Column(int)
 
     @property
     def size(self) -> str:
@@ -109,6 +113,22 @@ class Finding:
         """Human age (``'3.0 d'``), or ``''``."""
         return human_duration(self.get("age_seconds"))
 
+    def aged(self, words: str) -> str:
+        """``words`` with the age for ``{}`` (``', created {} ago'`` -> ``', created 3.0 d ago'``), ``''``
+        without an age."""
+        return words.format(self.age) if self.age else ""
+
+    @property
+    def key(self) -> str:
+        """The object key, or ``KEY`` in commands when unknown."""
+        return self.object_key or "KEY"
+
+    @property
+    def tenant(self) -> str | None:
+        """The tenant named by the evidence, else by the row."""
+        v = self.ev("tenant") or self.get("tenant")
+        return None if v is None else str(v)
+
     @property
     def evidence(self) -> dict[str, Any]:
         """The evidence JSON as a dict (``{}`` when absent or not JSON)."""
@@ -118,6 +138,12 @@ class Finding:
         """One evidence field (None/NaN -> ``default``)."""
         v = self.evidence.get(name)
         return default if v is None or is_missing(v) else v
+
+    def ev_duration(self, name: str, label: str = "limit", per_second: int = 1) -> str:
+        """`` (<label> 2.0 h)`` from the evidence's duration ``name`` (``per_second``: its units in a second),
+        or ``''`` without one."""
+        v = self.ev(name)
+        return f" ({label} {human_duration(v / per_second)})" if v else ""
 
     @property
     def topic(self) -> str | None:
@@ -129,11 +155,6 @@ class Finding:
             return parse_managed_ledger(ml).topic
         except Exception:  # noqa: BLE001 - a name that does not parse is shown as it is
             return None
-
-    @property
-    def namespace(self) -> str | None:
-        v = self.get("namespace")
-        return None if v is None else str(v)
 
     @property
     def owner(self) -> str:
@@ -168,9 +189,18 @@ def parse_evidence(value: Any) -> dict[str, Any]:
     return dict(parsed) if isinstance(parsed, dict) else {"evidence": parsed}
 
 
+NOT_OURS = "Never delete it on this report's word: ledgerlens cannot prove whose it is."
+"""The last step for what may belong to someone else (a ledger or object of unknown owner)."""
+
+
 def lines(*cmds: str) -> str:
     """The non-empty commands, one a line."""
     return "\n".join(c for c in cmds if c)
+
+
+def topic_step(f: Finding, lead: str, command: str) -> str:
+    """``<lead>pulsar-admin topics <command> <topic>`` (the topic shell-quoted), ``''`` without a topic."""
+    return f"{lead}pulsar-admin topics {command} {q(f.topic)}" if f.topic else ""
 
 
 def ledger_meta(f: Finding) -> str:
@@ -180,4 +210,4 @@ def ledger_meta(f: Finding) -> str:
 
 def info_internal(f: Finding) -> str:
     """The command showing the broker's view of the finding's topic (``''`` without a topic)."""
-    return f"pulsar-admin topics info-internal {q(f.topic)}" if f.topic else ""
+    return topic_step(f, "", "info-internal")

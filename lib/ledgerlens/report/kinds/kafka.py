@@ -4,17 +4,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from ledgerlens.report.kinds.finding import Finding, lines, q
-from ledgerlens.report.kinds.registry import Kind, declare
+from ledgerlens.report.kinds.finding import NOT_OURS, Finding, lines, q
+from ledgerlens.report.kinds.registry import Subject
 from ledgerlens.report.text import human_duration
+
+_KAFKA = Subject("kafka", rule="kafka/audit.py")
 
 KAFKA_METADATA_FORMATTER = (
     "org.apache.kafka.server.log.remote.metadata.storage.serialization."
     "RemoteLogMetadataSerde$RemoteLogMetadataFormatter"
 )
 """Kafka's console-consumer formatter that prints ``__remote_log_metadata`` records."""
+
+METADATA_TOPIC = "__remote_log_metadata"
+"""Kafka's topic of remote segment metadata records (KIP-405)."""
 
 
 def _kafka_bootstrap(f: Finding) -> str:
@@ -51,7 +58,7 @@ def _kafka_store(f: Finding) -> str:
 
 def _kafka_object(f: Finding, op: str, key: str | None = None) -> str:
     """The command that looks at (``head``) or deletes (``delete``) one segment file."""
-    key = key or f.object_key or "KEY"
+    key = key or f.key
     store = _kafka_store(f)
     if store.startswith("file://"):
         path = q(str(Path(store[len("file://") :]) / key))
@@ -78,7 +85,7 @@ def _kafka_configs(f: Finding, topic: str | None = None) -> str:
 def _kafka_record(f: Finding) -> str:
     """The console-consumer command printing the metadata record of this finding."""
     part, off = f.ev("metadata_partition"), f.ev("metadata_offset")
-    topic = str(f.ev("metadata_topic") or "__remote_log_metadata")
+    topic = str(f.ev("metadata_topic") or METADATA_TOPIC)
     return (
         f"kafka-console-consumer.sh --bootstrap-server {q(_kafka_bootstrap(f))} --topic {q(topic)} "
         f"--partition {part if part is not None else 'P'} --offset {off if off is not None else 'O'} "
@@ -90,16 +97,27 @@ def _kafka_rerun(f: Finding) -> str:
     return f"ledgerlens kafka-audit --bootstrap-servers {q(_kafka_bootstrap(f))} ... (same storage flags)"
 
 
-def _kafka_file(f: Finding) -> str:
+def _remote_file(f: Finding, age: str = "") -> str:
+    """``Remote <role> file <key> (<size><age>)``."""
     role = f.ev("role")
-    return f"{role} file" if role else "file"
+    return f"Remote {f'{role} file' if role else 'file'} {f.object_key or '?'} ({f.size}{age})"
+
+
+def _metadata_record(f: Finding) -> str:
+    """The finding's ``__remote_log_metadata`` record (or the topic itself)."""
+    return str(f.path or METADATA_TOPIC)
+
+
+def _reclaim(f: Finding, kind: str) -> tuple[str, str]:
+    """The deletion plan of ``kind``'s findings, and deleting this one by hand."""
+    plan = f"ledgerlens plan --findings DIR --kinds {kind} --out plan.json"
+    return plan, f"by hand, once confirmed: {_kafka_object(f, 'delete')}"
 
 
 def _remote_orphan(f: Finding) -> tuple[str, str]:
     why = f.ev("reason") or "no segment metadata record names its segment"
-    age = f", last modified {f.age} ago" if f.age else ""
     reason = (
-        f"Remote {_kafka_file(f)} {f.object_key or '?'} ({f.size}{age}) of {_kafka_segment(f)} in "
+        f"{_remote_file(f, f.aged(', last modified {} ago'))} of {_kafka_segment(f)} in "
         f"{_kafka_store(f)} belongs to no live segment of the topic: {why}."
     )
     blind = f.ev("corrupt_metadata_records") or 0
@@ -113,29 +131,21 @@ def _remote_orphan(f: Finding) -> tuple[str, str]:
             "and audit again before deleting anything."
         )
     else:
+        plan, by_hand = _reclaim(f, "remote_segment_orphan_object")
         steps += [
             "Kafka never reads it again: reclaim it through an approved deletion plan",
-            "  ledgerlens plan --findings DIR --kinds remote_segment_orphan_object --out plan.json",
-            f"by hand, once confirmed: {_kafka_object(f, 'delete')}",
+            f"  {plan}",
+            by_hand,
         ]
     return reason, lines(*steps)
 
 
-REMOTE_SEGMENT_ORPHAN_OBJECT = declare(
-    Kind(
-        name="remote_segment_orphan_object",
-        severity="warning",
-        subject="kafka",
-        rule="kafka/audit.py",
-        explain=_remote_orphan,
-    )
-)
+REMOTE_SEGMENT_ORPHAN_OBJECT = _KAFKA.declare("remote_segment_orphan_object", "warning", _remote_orphan)
 
 
 def _remote_foreign(f: Finding) -> tuple[str, str]:
-    age = f", last modified {f.age} ago" if f.age else ""
     reason = (
-        f"Remote {_kafka_file(f)} {f.object_key or '?'} ({f.size}{age}) in {_kafka_store(f)} is of topic id "
+        f"{_remote_file(f, f.aged(', last modified {} ago'))} in {_kafka_store(f)} is of topic id "
         f"{f.ev('topic_id') or '?'}, which neither this cluster's metadata nor its topics know: another "
         "cluster writes to the same storage, or the topic's metadata was removed."
     )
@@ -143,38 +153,24 @@ def _remote_foreign(f: Finding) -> tuple[str, str]:
         f"Look at it: {_kafka_object(f, 'head')}",
         f"Is {_kafka_topic(f)} a topic of another Kafka cluster using this storage? Audit that cluster "
         "with ledgerlens kafka-audit against the same bucket or directory.",
-        "Never delete it on this report's word: ledgerlens cannot prove whose it is.",
+        NOT_OURS,
     )
     return reason, step
 
 
-REMOTE_SEGMENT_FOREIGN_OBJECT = declare(
-    Kind(
-        name="remote_segment_foreign_object",
-        severity="info",
-        subject="kafka",
-        rule="kafka/audit.py",
-        explain=_remote_foreign,
-    )
-)
+REMOTE_SEGMENT_FOREIGN_OBJECT = _KAFKA.declare("remote_segment_foreign_object", "info", _remote_foreign)
 
 
 def _remote_deleted_partition(f: Finding) -> tuple[str, str]:
     why = f.ev("reason") or "its topic or partition was deleted"
-    reason = (
-        f"Remote {_kafka_file(f)} {f.object_key or '?'} ({f.size}) of {_kafka_segment(f)} is still in "
-        f"{_kafka_store(f)} although {why}."
-    )
+    reason = f"{_remote_file(f)} of {_kafka_segment(f)} is still in {_kafka_store(f)} although {why}."
     steps = [
         f"Confirm the topic is gone (expect UnknownTopicOrPartitionException): {_kafka_describe(f)}",
         f"Look at it: {_kafka_object(f, 'head')}",
     ]
     if f.get("action") == "delete_object":
-        steps += [
-            "Reclaim it through an approved deletion plan: ledgerlens plan --findings DIR --kinds "
-            "remote_segment_deleted_partition_object --out plan.json",
-            f"by hand, once confirmed: {_kafka_object(f, 'delete')}",
-        ]
+        plan, by_hand = _reclaim(f, "remote_segment_deleted_partition_object")
+        steps += [f"Reclaim it through an approved deletion plan: {plan}", by_hand]
     else:
         steps.append(
             "Its segment still has live metadata (or a metadata record is corrupt): wait for the broker's "
@@ -183,14 +179,8 @@ def _remote_deleted_partition(f: Finding) -> tuple[str, str]:
     return reason, lines(*steps)
 
 
-REMOTE_SEGMENT_DELETED_PARTITION_OBJECT = declare(
-    Kind(
-        name="remote_segment_deleted_partition_object",
-        severity="warning",
-        subject="kafka",
-        rule="kafka/audit.py",
-        explain=_remote_deleted_partition,
-    )
+REMOTE_SEGMENT_DELETED_PARTITION_OBJECT = _KAFKA.declare(
+    "remote_segment_deleted_partition_object", "warning", _remote_deleted_partition
 )
 
 
@@ -217,67 +207,58 @@ def _remote_missing(f: Finding) -> tuple[str, str]:
     return reason, lines(*steps)
 
 
-REMOTE_SEGMENT_MISSING_OBJECT = declare(
-    Kind(
-        name="remote_segment_missing_object",
-        severity="critical",
-        subject="kafka",
-        rule="kafka/audit.py",
-        explain=_remote_missing,
-    )
+REMOTE_SEGMENT_MISSING_OBJECT = _KAFKA.declare("remote_segment_missing_object", "critical", _remote_missing)
+
+
+@dataclass(frozen=True)
+class _Stuck:
+    """The explainer of a segment change that started and never finished (``remote_segment_stuck_*``)."""
+
+    change: str  # "upload", "deletion"
+    state: str  # the record that started it: COPY_SEGMENT_STARTED, DELETE_SEGMENT_STARTED
+    files_are: str  # where the files are: "sit in", "are still in"
+    errors: str  # the broker's log lines to look for: "copy", "delete"
+    check: Callable[[Finding], str]  # the last step
+
+    def __call__(self, f: Finding) -> tuple[str, str]:
+        reason = (
+            f"The {self.change} of {_kafka_segment(f)} started {f.age or 'long'} ago and never finished "
+            f"({self.state}{f.ev_duration('threshold_s')}); {f.size} of its files {self.files_are} "
+            f"{_kafka_store(f)}."
+        )
+        step = lines(
+            f"Find the partition's leader (then its log: RemoteLogManager {self.errors} errors): "
+            f"{_kafka_describe(f)}",
+            f"See the record that started it: {_kafka_record(f)}",
+            self.check(f),
+        )
+        return reason, step
+
+
+REMOTE_SEGMENT_STUCK_COPY = _KAFKA.declare(
+    "remote_segment_stuck_copy",
+    "warning",
+    _Stuck(
+        "upload",
+        "COPY_SEGMENT_STARTED",
+        "sit in",
+        "copy",
+        lambda f: (
+            "Check the remote storage is reachable and writable from that broker; the files stay while "
+            "the metadata names the segment (never delete them by hand)."
+        ),
+    ),
 )
-
-
-def _remote_stuck_copy(f: Finding) -> tuple[str, str]:
-    limit = f.ev("threshold_s")
-    lim = f" (limit {human_duration(limit)})" if limit else ""
-    reason = (
-        f"The upload of {_kafka_segment(f)} started {f.age or 'long'} ago and never finished "
-        f"(COPY_SEGMENT_STARTED{lim}); {f.size} of its files sit in {_kafka_store(f)}."
-    )
-    step = lines(
-        f"Find the partition's leader (then its log: RemoteLogManager copy errors): {_kafka_describe(f)}",
-        f"See the record that started it: {_kafka_record(f)}",
-        "Check the remote storage is reachable and writable from that broker; the files stay while the "
-        "metadata names the segment (never delete them by hand).",
-    )
-    return reason, step
-
-
-REMOTE_SEGMENT_STUCK_COPY = declare(
-    Kind(
-        name="remote_segment_stuck_copy",
-        severity="warning",
-        subject="kafka",
-        rule="kafka/audit.py",
-        explain=_remote_stuck_copy,
-    )
-)
-
-
-def _remote_stuck_delete(f: Finding) -> tuple[str, str]:
-    limit = f.ev("threshold_s")
-    lim = f" (limit {human_duration(limit)})" if limit else ""
-    reason = (
-        f"The deletion of {_kafka_segment(f)} started {f.age or 'long'} ago and never finished "
-        f"(DELETE_SEGMENT_STARTED{lim}); {f.size} of its files are still in {_kafka_store(f)}."
-    )
-    step = lines(
-        f"Find the partition's leader (then its log: RemoteLogManager delete errors): {_kafka_describe(f)}",
-        f"See the record that started it: {_kafka_record(f)}",
-        f"Check the broker may delete from the storage: {_kafka_object(f, 'head')}",
-    )
-    return reason, step
-
-
-REMOTE_SEGMENT_STUCK_DELETE = declare(
-    Kind(
-        name="remote_segment_stuck_delete",
-        severity="warning",
-        subject="kafka",
-        rule="kafka/audit.py",
-        explain=_remote_stuck_delete,
-    )
+REMOTE_SEGMENT_STUCK_DELETE = _KAFKA.declare(
+    "remote_segment_stuck_delete",
+    "warning",
+    _Stuck(
+        "deletion",
+        "DELETE_SEGMENT_STARTED",
+        "are still in",
+        "delete",
+        lambda f: f"Check the broker may delete from the storage: {_kafka_object(f, 'head')}",
+    ),
 )
 
 
@@ -296,14 +277,8 @@ def _remote_retention(f: Finding) -> tuple[str, str]:
     return reason, step
 
 
-REMOTE_SEGMENT_RETENTION_OVERDUE = declare(
-    Kind(
-        name="remote_segment_retention_overdue",
-        severity="warning",
-        subject="kafka",
-        rule="kafka/audit.py",
-        explain=_remote_retention,
-    )
+REMOTE_SEGMENT_RETENTION_OVERDUE = _KAFKA.declare(
+    "remote_segment_retention_overdue", "warning", _remote_retention
 )
 
 
@@ -322,20 +297,12 @@ def _remote_overlap(f: Finding) -> tuple[str, str]:
     return reason, step
 
 
-REMOTE_SEGMENT_OVERLAP = declare(
-    Kind(
-        name="remote_segment_overlap",
-        severity="warning",
-        subject="kafka",
-        rule="kafka/audit.py",
-        explain=_remote_overlap,
-    )
-)
+REMOTE_SEGMENT_OVERLAP = _KAFKA.declare("remote_segment_overlap", "warning", _remote_overlap)
 
 
 def _remote_illegal(f: Finding) -> tuple[str, str]:
     frm, to = f.ev("from_state") or "?", f.ev("to_state") or "?"
-    where = f.path or "__remote_log_metadata"
+    where = _metadata_record(f)
     what = (
         f"an update of {_kafka_segment(f)} from {frm} to {to} that Kafka's metadata manager rejects"
         if f.severity != "info"
@@ -351,16 +318,12 @@ def _remote_illegal(f: Finding) -> tuple[str, str]:
     return reason, step
 
 
-REMOTE_SEGMENT_ILLEGAL_TRANSITION = declare(
-    Kind(
-        name="remote_segment_illegal_transition",
-        severity="warning",
-        subject="kafka",
-        rule="kafka/audit.py",
-        explain=_remote_illegal,
-        also=("info",),
-        varies="info for an update of a segment the metadata manager no longer knows (a late duplicate)",
-    )
+REMOTE_SEGMENT_ILLEGAL_TRANSITION = _KAFKA.declare(
+    "remote_segment_illegal_transition",
+    "warning",
+    _remote_illegal,
+    also=("info",),
+    varies="info for an update of a segment the metadata manager no longer knows (a late duplicate)",
 )
 
 
@@ -368,33 +331,25 @@ def _remote_growth(f: Finding) -> tuple[str, str]:
     records, live = f.ev("records"), f.ev("live_segments")
     ratio = f.ev("records_per_live_segment")
     reason = (
-        f"{f.path or '__remote_log_metadata'} holds {records if records is not None else 'many'} records for "
+        f"{_metadata_record(f)} holds {records if records is not None else 'many'} records for "
         f"{live if live is not None else 'few'} live remote segments ({ratio or '?'} per segment): its "
         "retention is infinite by default, so brokers replay a longer history at every restart."
     )
     step = lines(
-        f"See its configuration: {_kafka_configs(f, str(f.path or '__remote_log_metadata'))}",
+        f"See its configuration: {_kafka_configs(f, _metadata_record(f))}",
         "Consider the broker setting remote.log.metadata.topic.retention.ms (default -1, infinite): it must "
         "stay longer than the retention of every tiered topic, or live segments lose their metadata.",
     )
     return reason, step
 
 
-REMOTE_SEGMENT_METADATA_GROWTH = declare(
-    Kind(
-        name="remote_segment_metadata_growth",
-        severity="info",
-        subject="kafka",
-        rule="kafka/audit.py",
-        explain=_remote_growth,
-    )
-)
+REMOTE_SEGMENT_METADATA_GROWTH = _KAFKA.declare("remote_segment_metadata_growth", "info", _remote_growth)
 
 
 def kafka_corrupt_record(f: Finding) -> tuple[str, str]:
     """``corrupt_metadata`` of a Kafka ``__remote_log_metadata`` record (kafka-audit)."""
     problem = str(f.ev("problem") or "does not decode")
-    reason = f"Metadata record {f.path or '__remote_log_metadata'} cannot be decoded: {problem}."
+    reason = f"Metadata record {_metadata_record(f)} cannot be decoded: {problem}."
     step = lines(
         f"Read it with Kafka's own decoder: {_kafka_record(f)}",
         "Until it decodes, no remote object is offered for deletion (the record may name it).",

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
-from ledgerlens.report.kinds.finding import Finding, info_internal, ledger_meta, lines, q
-from ledgerlens.report.kinds.registry import Kind, declare
+from ledgerlens.report.kinds.finding import NOT_OURS, Finding, info_internal, ledger_meta, lines, q
+from ledgerlens.report.kinds.registry import Subject
+
+_LEDGERS = Subject("ledgers", rule="audit/rules/ledgers.py")
 
 _OWNER_WORDS = {
     "managed-ledger": "data ledger",
@@ -26,7 +28,7 @@ def _orphan_ledger(f: Finding) -> tuple[str, str]:
         gone = f"{owner}{sub} no longer references it"
     if schema and not f.managed_ledger:
         gone = f"schema {schema} no longer references it"
-    age = f", created {f.age} ago" if f.age else ""
+    age = f.aged(", created {} ago")
     reason = f"BookKeeper {what} {f.ledger_id} ({f.size}{age}) was written for {owner}{sub}, but {gone}."
     if f.ev("owner_emptied"):
         node = f.ev("owner_node") or owner
@@ -49,45 +51,29 @@ def _orphan_ledger(f: Finding) -> tuple[str, str]:
     return reason, step
 
 
-ORPHAN_LEDGER = declare(
-    Kind(
-        name="orphan_ledger",
-        severity="warning",
-        subject="ledgers",
-        rule="audit/rules/ledgers.py",
-        explain=_orphan_ledger,
-    )
-)
+ORPHAN_LEDGER = _LEDGERS.declare("orphan_ledger", "warning", _orphan_ledger)
 
 
 def _unattributed_ledger(f: Finding) -> tuple[str, str]:
     app = f.ev("application")
     who = f"application {app!r}" if app else "no Pulsar custom metadata"
-    age = f", created {f.age} ago" if f.age else ""
+    age = f.aged(", created {} ago")
     reason = (
         f"Ledger {f.ledger_id} ({f.size}{age}) has {who} and nothing in Pulsar references it: "
         "it may belong to another BookKeeper client or an old Pulsar version."
     )
     step = lines(
         f"Find its owner from its metadata (ensemble, ctime, custom metadata): {ledger_meta(f)}",
-        "Never delete it on this report's word: ledgerlens cannot prove whose it is.",
+        NOT_OURS,
     )
     return reason, step
 
 
-UNATTRIBUTED_LEDGER = declare(
-    Kind(
-        name="unattributed_ledger",
-        severity="info",
-        subject="ledgers",
-        rule="audit/rules/ledgers.py",
-        explain=_unattributed_ledger,
-    )
-)
+UNATTRIBUTED_LEDGER = _LEDGERS.declare("unattributed_ledger", "info", _unattributed_ledger)
 
 
 def _foreign_ledger(f: Finding) -> tuple[str, str]:
-    tenant = f.ev("tenant") or f.get("tenant") or "an unknown tenant"
+    tenant = f.tenant or "an unknown tenant"
     why = f.ev("reason")
     reason = (
         f"Ledger {f.ledger_id} ({f.size}) belongs to {tenant}, a tenant this cluster does not own: "
@@ -101,15 +87,7 @@ def _foreign_ledger(f: Finding) -> tuple[str, str]:
     return reason, step
 
 
-FOREIGN_LEDGER = declare(
-    Kind(
-        name="foreign_ledger",
-        severity="info",
-        subject="ledgers",
-        rule="audit/rules/ledgers.py",
-        explain=_foreign_ledger,
-    )
-)
+FOREIGN_LEDGER = _LEDGERS.declare("foreign_ledger", "info", _foreign_ledger)
 
 
 def _missing_ledger(f: Finding) -> tuple[str, str]:
@@ -151,14 +129,10 @@ def _missing_ledger(f: Finding) -> tuple[str, str]:
     return reason, lines(*steps)
 
 
-MISSING_LEDGER = declare(
-    Kind(
-        name="missing_ledger",
-        severity="critical",
-        subject="ledgers",
-        rule="audit/rules/ledgers.py",
-        explain=_missing_ledger,
-        also=("warning",),
-        varies="a warning when the plausibility gate suspects a wrong metadata root (audit/gates.py)",
-    )
+MISSING_LEDGER = _LEDGERS.declare(
+    "missing_ledger",
+    "critical",
+    _missing_ledger,
+    also=("warning",),
+    varies="a warning when the plausibility gate suspects a wrong metadata root (audit/gates.py)",
 )

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from ledgerlens.report.kinds.finding import Finding, info_internal, ledger_meta, lines, q
 from ledgerlens.report.kinds.kafka import kafka_corrupt_record
-from ledgerlens.report.kinds.registry import Kind, declare
+from ledgerlens.report.kinds.registry import Subject
+
+_METADATA = Subject("metadata", rule="audit/rules/corrupt.py")
+_SUSPICIOUS = Subject("metadata", rule="audit/suspicious.py")
 
 _TABLE_WORDS = {
     "bk_ledgers": "BookKeeper ledger metadata",
@@ -15,6 +18,11 @@ _TABLE_WORDS = {
     "schema_ledgers": "schema locator",
     "namespace_policies": "namespace policies",
 }
+
+
+def _zk_shell(f: Finding, command: str, node: str) -> str:
+    """``pulsar zookeeper-shell -server <audited ZooKeeper> <command> <node>``."""
+    return f"pulsar zookeeper-shell -server {q(f.zk)} {command} {q(node)}"
 
 
 def _corrupt_metadata(f: Finding) -> tuple[str, str]:
@@ -28,11 +36,10 @@ def _corrupt_metadata(f: Finding) -> tuple[str, str]:
         problem = problem[len(node) + 2 :]
     reason = f"The {what} node {node} cannot be used: {problem}."
     low = problem.lower()
-    shell = f"pulsar zookeeper-shell -server {q(f.zk)}"
-    steps = [f"Read it: {shell} get {q(node)}"]
+    steps = [f"Read it: {_zk_shell(f, 'get', node)}"]
     if "noauth" in low or "auth" in low or "acl" in low:
         steps = [
-            f"The audit's ZooKeeper identity may not read it: {shell} getAcl {q(node)}",
+            f"The audit's ZooKeeper identity may not read it: {_zk_shell(f, 'getAcl', node)}",
             "Grant that identity read access (or run the audit with credentials that have it).",
         ]
     elif "version" in low and ("support" in low or "unknown" in low):
@@ -45,15 +52,7 @@ def _corrupt_metadata(f: Finding) -> tuple[str, str]:
     return reason, lines(*steps)
 
 
-CORRUPT_METADATA = declare(
-    Kind(
-        name="corrupt_metadata",
-        severity="critical",
-        subject="metadata",
-        rule="audit/rules/corrupt.py",
-        explain=_corrupt_metadata,
-    )
-)
+CORRUPT_METADATA = _METADATA.declare("corrupt_metadata", "critical", _corrupt_metadata)
 
 
 def _unreadable_metadata(f: Finding) -> tuple[str, str]:
@@ -62,23 +61,14 @@ def _unreadable_metadata(f: Finding) -> tuple[str, str]:
         f"ZooKeeper denied the audit reading {node} (NoAuth): the audit is blind there, so nothing "
         "it may reference can be judged."
     )
-    shell = f"pulsar zookeeper-shell -server {q(f.zk)}"
     return reason, lines(
-        f"See who may read it: {shell} getAcl {q(node)}",
+        f"See who may read it: {_zk_shell(f, 'getAcl', node)}",
         "Configure ZooKeeper authentication for ledgerlens (digest or SASL credentials and TLS in the "
         "context file or the environment, never command-line parameters) and audit again.",
     )
 
 
-UNREADABLE_METADATA = declare(
-    Kind(
-        name="unreadable_metadata",
-        severity="critical",
-        subject="metadata",
-        rule="audit/suspicious.py",
-        explain=_unreadable_metadata,
-    )
-)
+UNREADABLE_METADATA = _SUSPICIOUS.declare("unreadable_metadata", "critical", _unreadable_metadata)
 
 
 def _emptied_managed_ledger(f: Finding) -> tuple[str, str]:
@@ -90,21 +80,12 @@ def _emptied_managed_ledger(f: Finding) -> tuple[str, str]:
         f"{version}, 0 bytes) while {n} older ledger(s) ({f.size}) still name it as their owner: "
         "probably a bad edit."
     )
-    shell = f"pulsar zookeeper-shell -server {q(f.zk)}"
     return reason, lines(
-        f"Look at it: {shell} stat {q(node)}",
+        f"Look at it: {_zk_shell(f, 'stat', node)}",
         f"Compare with the broker's view: {info_internal(f)}" if f.topic else "",
         "Restore the node from a backup before anything it owned is deleted; its ledgers' "
         "orphan_ledger findings carry this caveat and the action investigate.",
     )
 
 
-EMPTIED_MANAGED_LEDGER = declare(
-    Kind(
-        name="emptied_managed_ledger",
-        severity="warning",
-        subject="metadata",
-        rule="audit/suspicious.py",
-        explain=_emptied_managed_ledger,
-    )
-)
+EMPTIED_MANAGED_LEDGER = _SUSPICIOUS.declare("emptied_managed_ledger", "warning", _emptied_managed_ledger)

@@ -4,16 +4,19 @@
 
 from __future__ import annotations
 
-from ledgerlens.report.kinds.finding import Finding, info_internal, ledger_meta, lines, q
-from ledgerlens.report.kinds.registry import Kind, declare
-from ledgerlens.report.text import human_duration, human_time
+from ledgerlens.report.kinds.finding import Finding, info_internal, ledger_meta, lines, q, topic_step
+from ledgerlens.report.kinds.registry import Subject
+from ledgerlens.report.text import human_time
+
+_OFFLOAD = Subject("offload", rule="audit/rules/offload.py")
+_OFFLOAD_OBJECTS = Subject("offload", rule="audit/rules/offload_objects.py")
 
 
 def _orphan_offload_object(f: Finding) -> tuple[str, str]:
-    key = f.object_key or "KEY"
+    key = f.key
     lid = f.ev("ledger_id")
     of = f" of ledger {lid}" if lid is not None else ""
-    age = f", last modified {f.age} ago" if f.age else ""
+    age = f.aged(", last modified {} ago")
     reason = (
         f"Offloaded {f.ev('role') or 'data'} object {key}{of} ({f.size}{age}) in bucket {f.bucket} "
         f"belongs to no offload of any topic (offload uuid {f.ev('uuid') or '?'} is referenced nowhere)."
@@ -27,20 +30,12 @@ def _orphan_offload_object(f: Finding) -> tuple[str, str]:
     return reason, step
 
 
-ORPHAN_OFFLOAD_OBJECT = declare(
-    Kind(
-        name="orphan_offload_object",
-        severity="warning",
-        subject="offload",
-        rule="audit/rules/offload.py",
-        explain=_orphan_offload_object,
-    )
-)
+ORPHAN_OFFLOAD_OBJECT = _OFFLOAD.declare("orphan_offload_object", "warning", _orphan_offload_object)
 
 
 def _foreign_offload_object(f: Finding) -> tuple[str, str]:
-    key = f.object_key or "KEY"
-    tenant = f.ev("tenant") or f.get("tenant") or "another cluster"
+    key = f.key
+    tenant = f.tenant or "another cluster"
     reason = (
         f"Object {key} ({f.size}) in bucket {f.bucket} was offloaded for {tenant}, which this cluster "
         "does not own: another cluster offloads into the same bucket."
@@ -52,19 +47,11 @@ def _foreign_offload_object(f: Finding) -> tuple[str, str]:
     return reason, step
 
 
-FOREIGN_OFFLOAD_OBJECT = declare(
-    Kind(
-        name="foreign_offload_object",
-        severity="info",
-        subject="offload",
-        rule="audit/rules/offload_objects.py",
-        explain=_foreign_offload_object,
-    )
-)
+FOREIGN_OFFLOAD_OBJECT = _OFFLOAD_OBJECTS.declare("foreign_offload_object", "info", _foreign_offload_object)
 
 
 def _missing_offload_object(f: Finding) -> tuple[str, str]:
-    key = f.object_key or "KEY"
+    key = f.key
     lost = f.severity == "critical"
     tail = (
         "and the BookKeeper copy is deleted: the data is lost"
@@ -90,16 +77,12 @@ def _missing_offload_object(f: Finding) -> tuple[str, str]:
     return reason, lines(*steps)
 
 
-MISSING_OFFLOAD_OBJECT = declare(
-    Kind(
-        name="missing_offload_object",
-        severity="critical",
-        subject="offload",
-        rule="audit/rules/offload.py",
-        explain=_missing_offload_object,
-        also=("warning",),
-        varies="a warning while the ledger's BookKeeper copy still exists",
-    )
+MISSING_OFFLOAD_OBJECT = _OFFLOAD.declare(
+    "missing_offload_object",
+    "critical",
+    _missing_offload_object,
+    also=("warning",),
+    varies="a warning while the ledger's BookKeeper copy still exists",
 )
 
 
@@ -112,7 +95,7 @@ def _incomplete_offload(f: Finding) -> tuple[str, str]:
         f"and left {len(keys)} object(s) ({f.size}) in bucket {f.bucket}{when}."
     )
     steps = [
-        f"Is an offload still running? pulsar-admin topics offload-status {q(f.topic)}" if f.topic else "",
+        topic_step(f, "Is an offload still running? ", "offload-status"),
         f"Compare the uuid with the ledger's current offload: {info_internal(f)}" if f.topic else "",
         "If no offload runs and the uuid is not the current one, the objects are garbage:",
         *[f"  {f.s3api('head-object', str(k))}" for k in keys[:4]],
@@ -120,44 +103,27 @@ def _incomplete_offload(f: Finding) -> tuple[str, str]:
     return reason, lines(*steps)
 
 
-INCOMPLETE_OFFLOAD = declare(
-    Kind(
-        name="incomplete_offload",
-        severity="warning",
-        subject="offload",
-        rule="audit/rules/offload.py",
-        explain=_incomplete_offload,
-    )
-)
+INCOMPLETE_OFFLOAD = _OFFLOAD.declare("incomplete_offload", "warning", _incomplete_offload)
 
 
 def _offloaded_not_deleted(f: Finding) -> tuple[str, str]:
-    lag = f.ev("offload_deletion_lag_ms")
-    lag_s = f" (offload deletion lag {human_duration(lag / 1000)})" if lag else ""
+    lag_s = f.ev_duration("offload_deletion_lag_ms", "offload deletion lag", per_second=1000)
     reason = (
         f"Ledger {f.ledger_id} of {f.owner} is offloaded, but its BookKeeper copy ({f.size}) is still "
         f"kept past the offload deletion lag{lag_s}: the broker deletes it only while the topic is loaded."
     )
     step = lines(
-        f"Load and trim the topic: pulsar-admin topics trim-topic {q(f.topic)}" if f.topic else "",
+        topic_step(f, "Load and trim the topic: ", "trim-topic"),
         f"Check afterwards: {ledger_meta(f)}   (expect: ledger does not exist)",
     )
     return reason, step
 
 
-OFFLOADED_NOT_DELETED = declare(
-    Kind(
-        name="offloaded_not_deleted",
-        severity="warning",
-        subject="offload",
-        rule="audit/rules/offload.py",
-        explain=_offloaded_not_deleted,
-    )
-)
+OFFLOADED_NOT_DELETED = _OFFLOAD.declare("offloaded_not_deleted", "warning", _offloaded_not_deleted)
 
 
 def _corrupt_offload_object(f: Finding) -> tuple[str, str]:
-    key = f.object_key or "KEY"
+    key = f.key
     problem = f.ev("problem") or f.ev("error") or "does not decode"
     reason = f"Offloaded object {key} in bucket {f.bucket} cannot be read back: {problem}."
     step = lines(
@@ -168,14 +134,10 @@ def _corrupt_offload_object(f: Finding) -> tuple[str, str]:
     return reason, step
 
 
-CORRUPT_OFFLOAD_OBJECT = declare(
-    Kind(
-        name="corrupt_offload_object",
-        severity="critical",
-        subject="offload",
-        rule="audit/rules/offload_objects.py",
-        explain=_corrupt_offload_object,
-        also=("warning",),
-        varies="a warning while the referencing ledger's BookKeeper copy exists, and for the ``uuid`` check",
-    )
+CORRUPT_OFFLOAD_OBJECT = _OFFLOAD_OBJECTS.declare(
+    "corrupt_offload_object",
+    "critical",
+    _corrupt_offload_object,
+    also=("warning",),
+    varies="a warning while the referencing ledger's BookKeeper copy exists, and for the ``uuid`` check",
 )

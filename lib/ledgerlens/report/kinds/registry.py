@@ -171,6 +171,27 @@ def declare(kind: Kind) -> Kind:
     return kind
 
 
+@dataclass(frozen=True)
+class Subject:
+    """Kinds of one subject (``ledgers``, ``kafka``...: the module of ``ledgerlens.report.kinds`` that
+    declares them) emitted by one rule module (relative to ``lib/ledgerlens``); ``declare`` declares one."""
+
+    name: str
+    rule: str
+
+    def declare(
+        self,
+        name: str,
+        severity: Severity,
+        explain: Explainer,
+        *,
+        also: tuple[Severity, ...] = (),
+        varies: str = "",
+    ) -> Kind:
+        """Declare kind ``name`` of this subject, emitted by its rule module."""
+        return declare(Kind(name, severity, self.name, self.rule, explain, also=also, varies=varies))
+
+
 def declared(name: str) -> Kind:
     """The declaration of finding kind ``name`` (KeyError for an undeclared kind)."""
     return DECLARED[name]
