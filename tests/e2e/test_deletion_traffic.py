@@ -398,7 +398,15 @@ def remove_tenant(web: str, zk: Any, s3: Any, bucket: str, made: list[Any]) -> N
     for t in topics or []:
         admin(web, "DELETE", topic_path(t), params={"force": "true"}, ok=(200, 204, 404), timeout=300)
     admin(web, "DELETE", f"/admin/v2/namespaces/{NAMESPACE}", ok=(200, 204, 404), timeout=300)
-    admin(web, "DELETE", f"/admin/v2/tenants/{TENANT}", ok=(200, 204, 404))
+    deadline = time.monotonic() + 60
+    while True:  # the namespace's ownership nodes under /namespace/<tenant> go a moment after it
+        try:
+            admin(web, "DELETE", f"/admin/v2/tenants/{TENANT}", ok=(200, 204, 404))
+            break
+        except AdminError as e:
+            if "NotEmpty" not in e.body or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
     deadline = time.monotonic() + 30  # the broker deletes a deleted topic's ledgers asynchronously
     left = tenant_leftovers(zk, s3, bucket)
     while (left[0] or left[1]) and time.monotonic() < deadline:

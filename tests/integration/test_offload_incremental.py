@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,21 @@ def test_second_run_reads_only_new_and_changed_objects(cluster: dict[str, Any], 
     assert _findings(out) == _findings(fresh)  # reused verdicts change no finding
 
 
+def _make_newest(c: dict[str, Any], keys: set[str]) -> None:
+    """Write ``keys`` again, same bytes and metadata, a second after every other object: the objects
+    of one generated cluster share their second, and a budget spent oldest first (ties by key, a
+    random uuid) would otherwise sometimes verify the orphans first."""
+    s3, bucket = c["s3"], c["bucket"]
+    time.sleep(1.1)
+    for key in sorted(keys):
+        body = s3.get_object(Bucket=bucket, Key=key)
+        s3.put_object(Bucket=bucket, Key=key, Body=body["Body"].read(), Metadata=body["Metadata"],
+                      ContentType=body.get("ContentType", "binary/octet-stream"))  # fmt: skip
+    newest = {k: o["LastModified"] for k, o in _listed(c).items()}
+    assert min(newest[k] for k in keys) > max(t for k, t in newest.items() if k not in keys)
+    c["gets"].since()  # the re-writing's own reads are not the audit's
+
+
 def test_request_budget_leaves_objects_undecidable_never_orphans(
     cluster: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -168,6 +184,7 @@ def test_request_budget_leaves_objects_undecidable_never_orphans(
     orphans = {f["object_key"] for f in truth.expected_of("orphan_offload_object")}
     assert orphans, "the planted cluster has orphan offload objects"
     critical = any(f["severity"] == "critical" for f in truth.expected)
+    _make_newest(c, orphans)  # oldest first: the budget runs out before the orphans' offload
 
     run = _ledgerlens("audit", *c["args"], "--out", str(budget), "--fail-on", "critical",
                       "--s3-max-requests", "2")  # fmt: skip
