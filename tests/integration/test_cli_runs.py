@@ -50,7 +50,7 @@ def healthy(zookeeper: Any, s3_server: Any) -> tuple[GroundTruth, list[str]]:
     return truth, [*args, "--as-of", str(NOW_MS), "--no-progress", "--spark-master", "local[2]"]
 
 
-def _start(argv: list[str]) -> subprocess.Popen[str]:
+def _start(argv: list[str], cwd: Path | None = None) -> subprocess.Popen[str]:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     return subprocess.Popen(
         [LEDGERLENS, *argv],
@@ -59,6 +59,7 @@ def _start(argv: list[str]) -> subprocess.Popen[str]:
         text=True,
         env=env,
         start_new_session=True,
+        cwd=cwd,
     )
 
 
@@ -205,8 +206,9 @@ def test_interrupted_report_ends_in_one_line_and_leaves_nothing(planted, tmp_pat
     """Ctrl-C of ``ledgerlens report`` while its runbook's kernel runs Spark: the kernel (a process
     group of its own) is interrupted and shut down too, and its libraries print no traceback."""
     _truth, args = planted
-    out = tmp_path / "rep"
-    proc = _start(["report", *args, "--out", str(out)])
+    out, here = tmp_path / "rep", tmp_path / "cwd"
+    here.mkdir()
+    proc = _start(["report", *args, "--out", str(out)], cwd=here)
     deadline = time.monotonic() + 300
     kernels: list[int] = []
     while not list(out.glob(".ledgerlens-staging-*/inventory")):  # the kernel's Spark is writing
@@ -226,6 +228,7 @@ def test_interrupted_report_ends_in_one_line_and_leaves_nothing(planted, tmp_pat
     time.sleep(3)
     assert _group_alive(proc.pid) == [] and not [k for k in kernels if _alive(k)]
     assert not out.exists() or [p.name for p in out.iterdir()] == []  # nothing published, no staging
+    assert [p.name for p in here.iterdir()] == []  # no kernel sockets left in the working directory
 
 
 def _progress_lines(argv: list[str], interval: float) -> tuple[int, list[tuple[float, str]], str]:

@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,12 +49,15 @@ class SecretLeakError(ReportError):
     """A secret's value appears in a notebook or report. The message names the variable, never the value."""
 
 
-def _kernel_config() -> Any:
-    """Kernels talk to papermill over local IPC sockets: nothing on the network, no TCP warning."""
+def _kernel_config(sockets: str) -> Any:
+    """Kernels talk to papermill over local IPC sockets: nothing on the network, no TCP warning. The
+    sockets go in the directory ``sockets`` (by default Jupyter makes them in the working directory,
+    and a kernel that is interrupted leaves them there)."""
     from traitlets.config import Config  # Jupyter's config system (~250 ms): only when a kernel runs
 
     config = Config()
     config.KernelManager.transport = "ipc"
+    config.KernelManager.ip = os.path.join(sockets, "kernel")
     return config
 
 
@@ -184,6 +189,7 @@ def execute_runbook(
     check_no_secrets(json.dumps(dict(parameters), default=str), "runbook parameters")
     headless_before = os.environ.get(HEADLESS_ENV)
     os.environ[HEADLESS_ENV] = "1"  # inherited by the kernel papermill starts
+    sockets = tempfile.mkdtemp(prefix="ledgerlens-kernel-")
     try:
         pm.execute_notebook(
             str(notebook),
@@ -193,7 +199,7 @@ def execute_runbook(
             progress_bar=False,
             # the kernel's progress lines, as they come: to stderr, or to the file given (a relay)
             stderr_file=(sys.stderr if progress is True else progress or None),
-            config=_kernel_config(),
+            config=_kernel_config(sockets),
             cwd=str(cwd) if cwd is not None else None,
         )
     except PapermillExecutionError as e:
@@ -204,6 +210,7 @@ def execute_runbook(
             f"{notebook}: cell {e.exec_count} failed: {e.ename}: {first} (details in {output})"
         ) from e
     finally:
+        shutil.rmtree(sockets, ignore_errors=True)
         if headless_before is None:
             os.environ.pop(HEADLESS_ENV, None)
         else:
