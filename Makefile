@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 LL := $(VENV)/bin/ledgerlens
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py lib/ledgerlens/formats/_ledgerwire.c | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py lib/ledgerlens/formats/_ledgerwire.c proto/*.proto proto/generate.py | cksum | cut -d' ' -f1)
 DEMO_DIR ?= demo-out
 PYTEST_ARGS ?=
 
@@ -31,7 +31,7 @@ system-deps:
 	  echo "installing chromium from Debian (browser tests)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-$(STAMP): pyproject.toml setup.py lib/ledgerlens/formats/_ledgerwire.c
+$(STAMP): pyproject.toml setup.py lib/ledgerlens/formats/_ledgerwire.c $(wildcard proto/*.proto) proto/generate.py
 	@echo "setting up $(VENV) (Python packages from PyPI, a few minutes the first time)"
 	@$(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip==26.3

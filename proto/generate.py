@@ -1,7 +1,8 @@
 """Generate the Python protobuf modules in lib/ledgerlens/proto from the .proto files here.
 
-Run ``python proto/generate.py`` (``make proto``). ``--out DIR`` writes elsewhere; the tests use
-it to prove the committed modules are current.
+Every build runs it (``setup.py``: ``make setup``, ``pip install``), so git keeps no generated code;
+``python proto/generate.py`` (``make proto``) runs it by hand. ``--out DIR`` writes elsewhere; the
+tests use it to prove the installed modules are current.
 """
 
 from __future__ import annotations
