@@ -619,6 +619,24 @@ def test_large_audit_joins_only_the_ledgers_a_rule_reads(
     assert len({f["kind"] for f in two_phase}) >= 10
 
 
+def test_the_joined_rows_read_are_declared_for_every_kind_of_the_join() -> None:
+    """What the planner reads of the join is derived from ``conditions.SELECTIONS``: each kind the
+    ledger rules emit (``audit/rules/ledgers.py``) is read through exactly one selection that every
+    audit reads, and the offload rules' kinds through the one read only when offloads are checked."""
+    from ledgerlens.audit.rules.conditions import OFFLOAD_RULE, SELECTIONS, in_plan
+    from ledgerlens.report import kinds
+
+    def covered(selections: Any) -> list[str]:
+        return sorted(k.name for s in selections for k in s.kinds)
+
+    of_join = sorted(k.name for k in kinds.PULSAR if k.rule == "audit/rules/ledgers.py")
+    offload = sorted(k.name for k in kinds.PULSAR if k.rule == OFFLOAD_RULE)
+    assert len(of_join) == 6 and offload
+    assert covered(in_plan(offload=False)) == of_join  # each once
+    assert covered(in_plan(offload=True)) == sorted(of_join + offload)
+    assert covered(SELECTIONS) == sorted(of_join + offload)
+
+
 def test_slot_masks_select_the_ledger_ids_the_join_selects(spark: Any) -> None:
     """``rules.selected_slots`` (one aggregation by slot of 64 ids, no join) selects exactly the ids
     that the narrow join of the two-phase audit selects, over random rows of both sides: null,

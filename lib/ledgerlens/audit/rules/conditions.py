@@ -1,13 +1,24 @@
 """The ledger rules' conditions, declared once: which joined rows are candidates, and for which
-finding. The planner reads only the rows they can select; the ledger rules evaluate them."""
+findings (``SELECTIONS``). The planner derives what it reads from them; the ledger and offload rules
+evaluate the rows."""
 
 from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import reduce
+from typing import Literal
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from ledgerlens.audit.rules.common import ML_COMPONENT, OFFLOAD_COLUMNS, false_if_null, offload_complete
+from ledgerlens.report import kinds
+from ledgerlens.report.kinds import Kind
 from ledgerlens.settings.config import AuditConfig
+
+OFFLOAD_RULE = "audit/rules/offload.py"
 
 
 def is_offloaded() -> Column:
@@ -56,26 +67,88 @@ def open_too_long(config: AuditConfig) -> Column:
     )
 
 
-def reference_selected(*, offload: bool) -> Column:
-    """Of a reference: selected whatever BookKeeper has (retention overdue; offloaded)."""
-    overdue = (F.col("ref_component") == ML_COMPONENT) & false_if_null(F.col("ret_overdue"))
-    return overdue | is_offloaded() if offload else overdue
+def retention_selected() -> Column:
+    """Of a reference: selected whatever BookKeeper has (its managed ledger's retention is overdue)."""
+    return (F.col("ref_component") == ML_COMPONENT) & false_if_null(F.col("ret_overdue"))
+
+
+Other = Literal["absent", "present", "either"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The rows of ``planner.join_bookkeeper`` that may hold a finding of ``kinds``, declared by a
+    condition on each side of the join: ``bookkeeper`` reads only BookKeeper's columns (null where no
+    ledger has the id), ``reference`` only a reference's (null where nothing references it); ``other``
+    says what the other side must be: ``absent`` (no row of it has the id), ``present`` (both
+    conditions hold, which each does only where its side is present) or ``either``.
+
+    The planner reads the rows some selection selects and no other (``selected``), and in a large
+    audit decides which ledger ids those are without the join (``planner.selected_slots``): each
+    side's condition becomes a bit mask by slot of ids. ``offload_only``: read only when the audit
+    checks offloads (the rows ``offload_rules`` reads). The rules themselves (``ledgers.py``,
+    ``offload.py``) then decide each finding exactly; a selection is their cheap superset."""
+
+    kinds: tuple[Kind, ...]
+    other: Other
+    bookkeeper: Callable[[AuditConfig], Column] | None = None
+    reference: Callable[[AuditConfig], Column] | None = None
+    offload_only: bool = False
+
+    def __post_init__(self) -> None:
+        sides = (self.bookkeeper is not None) + (self.reference is not None)
+        if sides != (2 if self.other == "present" else 1):
+            raise ValueError(f"{[k.name for k in self.kinds]}: other={self.other!r} takes {sides} side(s)")
+
+    def of_row(self, config: AuditConfig) -> Column:
+        """The selection as a condition on a joined row."""
+        if self.other == "present":
+            assert self.bookkeeper is not None and self.reference is not None
+            return self.reference(config) & self.bookkeeper(config)
+        if self.bookkeeper is not None:
+            own = self.bookkeeper(config)
+            return F.col("ref_component").isNull() & own if self.other == "absent" else own
+        assert self.reference is not None
+        own = self.reference(config)
+        if self.other == "absent":
+            return F.col("bk_present").isNull() & F.col("ref_component").isNotNull() & own
+        return own
+
+
+SELECTIONS: tuple[Selection, ...] = (
+    Selection(
+        (kinds.ledgers.ORPHAN_LEDGER, kinds.ledgers.FOREIGN_LEDGER, kinds.ledgers.UNATTRIBUTED_LEDGER),
+        "absent",
+        bookkeeper=orphan_if_unreferenced,
+    ),
+    Selection((kinds.ledgers.MISSING_LEDGER,), "absent", reference=lambda _config: missing_if_absent()),
+    Selection(
+        (kinds.retention.OPEN_LEDGER_OVERDUE,),
+        "present",
+        bookkeeper=open_too_long,
+        reference=lambda _config: overdue_if_open(),
+    ),
+    Selection((kinds.retention.RETENTION_OVERDUE,), "either", reference=lambda _config: retention_selected()),
+    Selection(
+        tuple(k for k in kinds.PULSAR if k.rule == OFFLOAD_RULE),
+        "either",
+        reference=lambda _config: is_offloaded(),
+        offload_only=True,
+    ),
+)
+"""Every row the ledger rules and the offload rules read, by the kinds it may hold."""
+
+
+def in_plan(*, offload: bool) -> tuple[Selection, ...]:
+    """The selections an audit reads: with ``offload``, those of the offloaded ledgers too."""
+    return tuple(s for s in SELECTIONS if offload or not s.offload_only)
 
 
 def is_candidate(config: AuditConfig) -> Column:
-    """A joined row some ledger rule may flag: cheap conditions, a superset of ``_ledger_items``'.
-
-    Each condition reads one side of the join and whether the other side matched
-    (``selected_slots`` reads them so, without joining)."""
-    ref = F.col("ref_component")
-    return (
-        (ref.isNull() & orphan_if_unreferenced(config))
-        | (F.col("bk_present").isNull() & ref.isNotNull() & missing_if_absent())
-        | (overdue_if_open() & open_too_long(config))
-        | reference_selected(offload=False)
-    )
+    """A joined row some ledger rule may flag: cheap conditions, a superset of ``_ledger_items``'."""
+    return selected(config, offload=False)
 
 
 def selected(config: AuditConfig, *, offload: bool) -> Column:
     """The joined rows ``ledger_rules`` reads: candidates, and with ``offload`` offloaded ledgers."""
-    return is_candidate(config) | is_offloaded() if offload else is_candidate(config)
+    return reduce(operator.or_, (s.of_row(config) for s in in_plan(offload=offload)))

@@ -11,14 +11,7 @@ from ledgerlens.audit.frames import renamed
 from ledgerlens.audit.id_filter import SLOT_BITS, IdFilter, by_ids, from_slots, id_key
 from ledgerlens.audit.materialize import Intermediates
 from ledgerlens.audit.rules.common import MB
-from ledgerlens.audit.rules.conditions import (
-    missing_if_absent,
-    open_too_long,
-    orphan_if_unreferenced,
-    overdue_if_open,
-    reference_selected,
-    selected,
-)
+from ledgerlens.audit.rules.conditions import in_plan, selected
 from ledgerlens.audit.rules.retention import ManagedLedgerReferences
 from ledgerlens.runtime.spark import interprets
 from ledgerlens.settings.config import AuditConfig
@@ -150,11 +143,14 @@ def selected_slots(
     selects, without the join: one aggregation by slot of 64 ledger ids, whose rows (``slot``, and
     ``chosen``: a slot's mask of selected ids) are the slots with a selected id.
 
-    Each side's rows set their id's bit in the slot's masks (present, and the one-sided conditions of
-    ``candidate``); the slot's masks then say which of its ids a joined row would select:
-    unreferenced, absent or open too long where both sides' masks meet. Ledger ids are dense (a
-    counter, ``dense_ids``), so a task's rows fill few slots and the aggregation shuffles about a
-    slot per 64 ledgers of each task, not a row per ledger as a join does (docs/performance.md).
+    Each side's rows set their id's bit in the slot's masks: ``present`` (BookKeeper has the id),
+    ``referenced``, and one mask for each side's condition of each selection the audit reads
+    (``conditions.SELECTIONS``, ``in_plan``). The slot's masks then say which of its ids a joined row
+    would select: one side's condition where the other side must be absent and its presence mask is
+    unset, both sides' where both must hold, one side's alone where the other may be either. Ledger
+    ids are dense (a counter, ``dense_ids``), so a task's rows fill few slots and the aggregation
+    shuffles about a slot per 64 ledgers of each task, not a row per ledger as a join does
+    (docs/performance.md).
     Null ids match nothing: their rows mark the null slot's bit 0,
     selected where their own side's condition holds.
     """
@@ -167,32 +163,41 @@ def selected_slots(
         return F.when(cond, bit)
 
     matchable = lid.isNotNull()
-    masks = ("present", "unreferenced", "open", "referenced", "absent", "by_ml", "selected")
-    bk = _bookkeeper_side(bk_ledgers).select(
-        F.shiftright(lid, SLOT_BITS).alias("slot"),
-        mask(matchable).alias("present"),
-        mask(orphan_if_unreferenced(config)).alias("unreferenced"),
-        mask(matchable & open_too_long(config)).alias("open"),
-    )
+    bk_masks: dict[str, Column] = {"present": mask(matchable)}
+    ref_masks: dict[str, Column] = {"referenced": mask(matchable)}
+    m = {k: F.coalesce(F.col(k), F.lit(0)) for k in ("present", "referenced")}
+    chosen: Column | None = None
+    for i, s in enumerate(in_plan(offload=offload)):
+        # a side's mask: the ids of the slot whose rows meet its condition
+        sides = []
+        if s.bookkeeper is not None:
+            cond = s.bookkeeper(config)
+            bk_masks[f"bk{i}"] = mask(matchable & cond if s.other == "present" else cond)
+            sides.append(f"bk{i}")
+        if s.reference is not None:
+            cond = s.reference(config)
+            ref_masks[f"ref{i}"] = mask(matchable & cond if s.other == "present" else cond)
+            sides.append(f"ref{i}")
+        m.update({k: F.coalesce(F.col(k), F.lit(0)) for k in sides})
+        if s.other == "present":
+            part = m[sides[0]].bitwiseAND(m[sides[1]])
+        elif s.other == "absent":  # no row of the other side has the id
+            other_side = "referenced" if s.bookkeeper is not None else "present"
+            part = m[sides[0]].bitwiseAND(F.bitwise_not(m[other_side]))
+        else:
+            part = m[sides[0]]
+        chosen = part if chosen is None else chosen.bitwiseOR(part)
+    assert chosen is not None
+    slot = F.shiftright(lid, SLOT_BITS).alias("slot")
+    bk = _bookkeeper_side(bk_ledgers).select(slot, *[c.alias(k) for k, c in bk_masks.items()])
     refs = references.withColumn("bk_present", F.lit(None).cast("boolean")).select(
-        F.shiftright(lid, SLOT_BITS).alias("slot"),
-        mask(matchable).alias("referenced"),
-        mask(missing_if_absent()).alias("absent"),
-        mask(matchable & overdue_if_open()).alias("by_ml"),
-        mask(reference_selected(offload=offload)).alias("selected"),
+        slot, *[c.alias(k) for k, c in ref_masks.items()]
     )
-    m = {k: F.coalesce(F.col(k), F.lit(0)) for k in masks}
+    masks = [*bk_masks, *ref_masks]
     slots = (
         bk.unionByName(refs, allowMissingColumns=True)
         .groupBy("slot")
         .agg(*[F.bit_or(k).alias(k) for k in masks])
-    )
-    chosen = (
-        m["unreferenced"]
-        .bitwiseAND(F.bitwise_not(m["referenced"]))
-        .bitwiseOR(m["absent"].bitwiseAND(F.bitwise_not(m["present"])))
-        .bitwiseOR(m["open"].bitwiseAND(m["by_ml"]))
-        .bitwiseOR(m["selected"])
     )
     return slots.select("slot", chosen.alias("chosen")).where(F.col("chosen") != 0)
 
