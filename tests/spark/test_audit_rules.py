@@ -629,7 +629,7 @@ def test_the_joined_rows_read_are_declared_for_every_kind_of_the_join() -> None:
     def covered(selections: Any) -> list[str]:
         return sorted(k.name for s in selections for k in s.kinds)
 
-    of_join = sorted(k.name for k in kinds.PULSAR if k.rule == "audit/rules/ledgers.py")
+    of_join = sorted(k.name for k in kinds.PULSAR if k.rule == kinds.ledgers.ORPHAN_LEDGER.rule)
     offload = sorted(k.name for k in kinds.PULSAR if k.rule == OFFLOAD_RULE)
     assert len(of_join) == 6 and offload
     assert covered(in_plan(offload=False)) == of_join  # each once

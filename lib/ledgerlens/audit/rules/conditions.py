@@ -18,7 +18,8 @@ from ledgerlens.report import kinds
 from ledgerlens.report.kinds import Kind
 from ledgerlens.settings.config import AuditConfig
 
-OFFLOAD_RULE = "audit/rules/offload.py"
+OFFLOAD_RULE = kinds.offload.ORPHAN_OFFLOAD_OBJECT.rule
+"""The offload rules' module, as their kinds declare it (``report/kinds/offload.py``)."""
 
 
 def is_offloaded() -> Column:
