@@ -29,7 +29,7 @@ with position, no window needed); then cursor, schema, compacted and bucket ledg
 of anomalies (missing, orphan, unattributed, retention, open, inactive cursor, offload, corrupt).
 ``bk_ledgers`` is written in ledger-id order (the collector lists the ledger znodes so);
 ``ml_ledgers`` and ``cursors`` one managed ledger's rows together, as the collector writes them
-(one managed-ledger znode at a time: ``sources.zookeeper.managed_ledger_rows``), in two files.
+(one managed-ledger znode at a time: ``inventory.rows.ManagedLedgerColumns``), in two files.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
+from typing import Any
 
 import cramjam
 import lz4.block
@@ -22,6 +23,9 @@ from ledgerlens.formats.managed_ledger import (
     decode_managed_ledger,
     decode_position_info,
 )
+from ledgerlens.inventory import rows as rows_mod
+from ledgerlens.inventory import schemas
+from ledgerlens.inventory.rows import ManagedLedgerColumns, Times
 from ledgerlens.proto import managed_ledger_pb2 as pb
 
 pytestmark = pytest.mark.unit
@@ -312,3 +316,184 @@ def test_decode_ledger_info():
     assert decode_ledger_info(li.SerializeToString(), where="k") == LedgerInfoRecord(
         ledger_id=9, entries=1, size=2, timestamp_ms=3, offload=None, properties={}
     )
+
+
+# -- the inventory's column builder ----------------------------------------------------------------
+# ``inventory.rows.ManagedLedgerColumns`` reads the parsed protobuf directly (no record objects);
+# these tests hold every column of MANAGED_LEDGERS and ML_LEDGERS equal to a projection of
+# ``decode_managed_ledger``'s records, nulls included, on nodes of every shape.
+ML = "public/default/persistent/orders-partition-0"
+COL_PATH = f"/managed-ledgers/{ML}"
+STAT = Times(ctime=1_700_000_000_000, mtime=1_700_000_500_000, version=7)
+
+
+def expected(ml: str, path: str, data: bytes) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The rows from the record decoder: the MANAGED_LEDGERS row and the ML_LEDGERS rows."""
+    names = rows_mod._name_columns(ml)
+    times = {"znode_ctime_ms": STAT.ctime, "znode_mtime_ms": STAT.mtime, "znode_version": STAT.version}
+    row: dict[str, Any] = {"managed_ledger": ml, "path": path, **names, **times}
+    try:
+        rec = decode_managed_ledger(data, path=path)
+    except Exception as e:  # noqa: BLE001
+        return {**row, "error": str(e)}, []
+    ls = rec.ledgers
+    row.update(
+        compression=rec.compression,
+        ledger_count=len(ls),
+        total_size=sum(li.size or 0 for li in ls),
+        total_entries=sum(li.entries or 0 for li in ls),
+        last_ledger_id=ls[-1].ledger_id if ls else None,
+        terminated=rec.terminated,
+        properties=rec.properties,
+    )
+    out = []
+    for i, li in enumerate(ls):
+        r = {
+            "managed_ledger": ml,
+            "tenant": names["tenant"],
+            "namespace": names["namespace"],
+            "ledger_id": li.ledger_id,
+            "position": i,
+            "is_last": i == len(ls) - 1,
+            "entries": li.entries,
+            "size": li.size,
+            "timestamp_ms": li.timestamp_ms,
+            "properties": li.properties,
+        }
+        off = li.offload
+        if off is not None:
+            for a in ("uuid", "complete", "bookkeeper_deleted", "timestamp_ms", "driver", "bucket"):
+                r[f"offload_{a}"] = getattr(off, a)
+            r["offload_segments"] = [
+                {
+                    "uuid": s.uuid,
+                    "complete": s.complete,
+                    "end_entry_id": s.end_entry_id,
+                    "assigned_ms": s.assigned_ms,
+                    "offloaded_ms": s.offloaded_ms,
+                }
+                for s in off.segments
+            ]
+        out.append(r)
+    return row, out
+
+
+def as_rows(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with every column of the table (absent = null) and maps as Arrow hands them out."""
+    out = []
+    for r in rows:
+        full = {f.name: r.get(f.name) for f in schemas.INVENTORY[table].fields}
+        for k, v in full.items():
+            if isinstance(v, dict):
+                full[k] = list(v.items())
+        out.append(full)
+    return out
+
+
+def taken(cols: ManagedLedgerColumns) -> dict[str, list[dict[str, Any]]]:
+    got: dict[str, list[dict[str, Any]]] = {"managed_ledgers": [], "ml_ledgers": []}
+    for table, batch in cols.take():
+        got[table].extend(batch.to_pylist())
+    return got
+
+
+def terminated() -> bytes:
+    info = pb.ManagedLedgerInfo()
+    info.ledgerInfo.add(ledgerId=5, entries=1, size=10)
+    info.terminatedPosition.ledgerId, info.terminatedPosition.entryId = 5, 0
+    return info.SerializeToString()
+
+
+def duplicate_properties() -> bytes:
+    info = pb.ManagedLedgerInfo()
+    li = info.ledgerInfo.add(ledgerId=1)
+    li.properties.add(key="k", value="first")
+    li.properties.add(key="k", value="second")
+    info.properties.add(key="p", value="1")
+    info.properties.add(key="p", value="2")
+    return info.SerializeToString()
+
+
+def offload_without_anything() -> bytes:
+    info = pb.ManagedLedgerInfo()
+    info.ledgerInfo.add(ledgerId=9).offloadContext.complete = False
+    return info.SerializeToString()
+
+
+NODES = {
+    "binary": sample_ml().SerializeToString(),
+    "zstd": wrap("ZSTD", sample_ml().SerializeToString()),
+    "lz4": wrap("LZ4", sample_ml().SerializeToString()),
+    "text": text_format.MessageToString(sample_ml()).encode(),
+    "empty": b"",
+    "no ledgers": pb.ManagedLedgerInfo(properties=[pb.KeyValue(key="x", value="y")]).SerializeToString(),
+    "terminated": terminated(),
+    "duplicate properties": duplicate_properties(),
+    "bare offload context": offload_without_anything(),
+    "truncated": sample_ml().SerializeToString()[:-3],
+    "garbage": b"\xff\xfe\xfd\x00\x01",
+    "bad envelope": wrap("ZLIB", sample_ml().SerializeToString())[:-4],
+}
+
+
+def test_columns_equal_the_record_decoder_on_every_shape():
+    cols = ManagedLedgerColumns()
+    want_ml: list[dict[str, Any]] = []
+    want_li: list[dict[str, Any]] = []
+    failed = 0
+    for i, data in enumerate(NODES.values()):
+        ml = f"{ML}-{i}"
+        row, lis = expected(ml, f"{COL_PATH}-{i}", data)
+        want_ml.append(row)
+        want_li.extend(lis)
+        ok = cols.add(ml, f"{COL_PATH}-{i}", data, STAT)
+        assert ok == ("error" not in row), list(NODES)[i]
+        failed += not ok
+    assert failed == 3 and cols.errors == 3
+    got = taken(cols)
+    assert got["managed_ledgers"] == as_rows("managed_ledgers", want_ml)
+    assert got["ml_ledgers"] == as_rows("ml_ledgers", want_li)
+    # the offload columns land on the offloaded ledgers' rows only
+    offloaded = [r["ledger_id"] for r in got["ml_ledgers"] if r["offload_segments"] is not None]
+    assert offloaded == [10, 10, 10, 10, 9]
+    assert len(cols) == 0 and list(cols.take()) == []
+
+
+def test_error_rows_given_as_dicts_keep_their_place():
+    cols = ManagedLedgerColumns()
+    cols.add(f"{ML}-a", f"{COL_PATH}-a", NODES["binary"], STAT)
+    cols.add_row({"managed_ledger": f"{ML}-b", "path": f"{COL_PATH}-b", "error": "NoAuthError"})
+    cols.add(f"{ML}-c", f"{COL_PATH}-c", NODES["terminated"], None)
+    got = taken(cols)
+    assert [r["managed_ledger"] for r in got["managed_ledgers"]] == [f"{ML}-a", f"{ML}-b", f"{ML}-c"]
+    assert [r["error"] for r in got["managed_ledgers"]] == [None, "NoAuthError", None]
+    assert got["managed_ledgers"][1]["properties"] is None  # no map for a node not read
+    assert got["managed_ledgers"][2]["znode_version"] is None
+    assert [r["ledger_id"] for r in got["ml_ledgers"]] == [10, 11, 3_000_000_000, 5]
+    assert cols.errors == 1
+
+
+def test_a_node_that_fails_midway_leaves_no_ledger_row(monkeypatch):
+    """A failure after some of a node's ledgers were appended takes them back: the node is one
+    error row, and the nodes before and after it keep exactly their own rows."""
+    real = rows_mod.offload_info
+
+    def failing(ctx: pb.OffloadContext) -> Any:
+        if ctx.timestamp == 1:
+            raise ValueError("boom")
+        return real(ctx)
+
+    monkeypatch.setattr(rows_mod, "offload_info", failing)
+    info = pb.ManagedLedgerInfo()
+    info.ledgerInfo.add(ledgerId=1).properties.add(key="a", value="b")
+    info.ledgerInfo.add(ledgerId=2).offloadContext.timestamp = 2
+    info.ledgerInfo.add(ledgerId=3).offloadContext.timestamp = 1
+    cols = ManagedLedgerColumns()
+    assert cols.add(f"{ML}-a", f"{COL_PATH}-a", NODES["binary"], STAT)
+    assert not cols.add(f"{ML}-bad", f"{COL_PATH}-bad", info.SerializeToString(), STAT)
+    assert cols.add(f"{ML}-c", f"{COL_PATH}-c", NODES["terminated"], STAT)
+    got = taken(cols)
+    assert [r["error"] for r in got["managed_ledgers"]] == [None, "ValueError: boom", None]
+    assert [r["ledger_id"] for r in got["ml_ledgers"]] == [10, 11, 3_000_000_000, 5]
+    assert [r["properties"] for r in got["ml_ledgers"]] == [[], [("pip-404", "x")], [], []]
+    assert [r["offload_uuid"] is not None for r in got["ml_ledgers"]] == [True, False, False, False]

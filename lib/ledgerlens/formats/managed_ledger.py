@@ -136,7 +136,8 @@ def _driver(msg: pb.OffloadContext | pb.OffloadSegment) -> tuple[str | None, dic
     return meta.name, {kv.key: kv.value for kv in meta.properties}
 
 
-def _offload(ctx: pb.OffloadContext) -> OffloadInfo:
+def offload_info(ctx: pb.OffloadContext) -> OffloadInfo:
+    """The record of one parsed ``OffloadContext``."""
     driver, props = _driver(ctx)
     segments = tuple(
         OffloadSegmentRecord(
@@ -166,7 +167,7 @@ def _ledger_info(li: pb.ManagedLedgerInfo.LedgerInfo) -> LedgerInfoRecord:
         entries=_opt(li, "entries"),
         size=_opt(li, "size"),
         timestamp_ms=_opt(li, "timestamp"),
-        offload=_offload(li.offloadContext) if li.HasField("offloadContext") else None,
+        offload=offload_info(li.offloadContext) if li.HasField("offloadContext") else None,
         properties={kv.key: kv.value for kv in li.properties},
     )
 
@@ -174,6 +175,24 @@ def _ledger_info(li: pb.ManagedLedgerInfo.LedgerInfo) -> LedgerInfoRecord:
 def decode_ledger_info(data: bytes, *, where: str) -> LedgerInfoRecord:
     """Decode one binary ``ManagedLedgerInfo.LedgerInfo`` (as stored in offload index V2 objects)."""
     return _ledger_info(parse_binary(pb.ManagedLedgerInfo.LedgerInfo, data, where=where))
+
+
+def parse_managed_ledger_info(data: bytes, *, path: str) -> tuple[str, pb.ManagedLedgerInfo | None]:
+    """The compression and the parsed ``ManagedLedgerInfo`` of a managed-ledger znode (None for 0
+    bytes, a freshly created managed ledger): the one parse behind :func:`decode_managed_ledger` and
+    the inventory's column builder (``inventory.rows.ManagedLedgerColumns``).
+
+    Raises
+    ------
+    DecodeError
+        Bad envelope, bytes that are neither binary nor TextFormat, missing required fields.
+    """
+    plain, compression = unwrap(data, path=path)
+    if compression == "EMPTY":
+        return compression, None
+    if compression == "NONE":
+        return compression, parse_binary_or_text(pb.ManagedLedgerInfo, plain, where=path)
+    return compression, parse_binary(pb.ManagedLedgerInfo, plain, where=path)
 
 
 def decode_managed_ledger(data: bytes, *, path: str) -> ManagedLedgerRecord:
@@ -196,13 +215,9 @@ def decode_managed_ledger(data: bytes, *, path: str) -> ManagedLedgerRecord:
     DecodeError
         Bad envelope, bytes that are neither binary nor TextFormat, missing required fields.
     """
-    plain, compression = unwrap(data, path=path)
-    if compression == "EMPTY":
-        return ManagedLedgerRecord(compression="EMPTY", ledgers=(), properties={}, terminated=False)
-    if compression == "NONE":
-        info = parse_binary_or_text(pb.ManagedLedgerInfo, plain, where=path)
-    else:
-        info = parse_binary(pb.ManagedLedgerInfo, plain, where=path)
+    compression, info = parse_managed_ledger_info(data, path=path)
+    if info is None:
+        return ManagedLedgerRecord(compression=compression, ledgers=(), properties={}, terminated=False)
     ledgers = tuple(_ledger_info(li) for li in info.ledgerInfo)
     return ManagedLedgerRecord(
         compression=compression,

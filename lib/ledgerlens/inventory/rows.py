@@ -20,7 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
-from ledgerlens.formats.managed_ledger import decode_cursor, decode_managed_ledger
+from ledgerlens.formats.managed_ledger import decode_cursor, offload_info, parse_managed_ledger_info
 from ledgerlens.formats.names import decode_component, parse_managed_ledger
 from ledgerlens.formats.paths import ledger_id_from_path
 from ledgerlens.formats.policies import decode_namespace_policies
@@ -299,47 +299,138 @@ def _name_columns(ml_name: str) -> dict[str, Any]:
     return {"tenant": n.tenant, "namespace": n.namespace, "topic": n.topic}
 
 
-def managed_ledger_rows(
-    ml_name: str, path: str, data: bytes | None, stat: ZnodeTimes | None
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The MANAGED_LEDGERS row and the ML_LEDGERS rows of one ML node."""
-    names = _name_columns(ml_name)
-    row: dict[str, Any] = {"managed_ledger": ml_name, "path": path, **names, **_stat_times(stat)}
-    try:
-        ml = decode_managed_ledger(data or b"", path=path)
-    except Exception as e:  # noqa: BLE001
-        row["error"] = _error_text(e)
-        yield MANAGED_LEDGERS_T, row
-        return
-    ledgers = ml.ledgers
-    row.update(
-        compression=_enum_name(ml.compression),
-        ledger_count=len(ledgers),
-        total_size=sum(li.size or 0 for li in ledgers),
-        total_entries=sum(li.entries or 0 for li in ledgers),
-        last_ledger_id=ledgers[-1].ledger_id if ledgers else None,
-        terminated=bool(ml.terminated),
-        properties=dict(ml.properties),
+@functools.cache
+def _arrow(table: str) -> pa.Schema:
+    return to_arrow_schema(schemas.INVENTORY[table])
+
+
+class ManagedLedgerColumns:
+    """MANAGED_LEDGERS and ML_LEDGERS rows of many managed-ledger znodes, built column by column.
+
+    A managed ledger lists its ledgers (ten, a thousand), and a large cluster has millions: each
+    ``LedgerInfo`` goes from the parsed protobuf straight into column lists, with no record object
+    and no row dict, the offload columns filled only for the ledgers that have an offload context
+    (:func:`formats.managed_ledger.offload_info`, the record decoder's own). The values are those of
+    :func:`formats.managed_ledger.decode_managed_ledger` (``tests/unit/test_formats_managed_ledger.py``
+    holds them equal). :meth:`take` hands out the rows so far as one record batch per table.
+    """
+
+    BATCH_ROWS = 8192  # ML_LEDGERS rows (plus MANAGED_LEDGERS rows) per take its callers make
+    _ML_SCALARS = tuple(f.name for f in schemas.MANAGED_LEDGERS.fields)
+    _LI_SCALARS = ("managed_ledger", "tenant", "namespace", "ledger_id", "position", "is_last") + (
+        "entries",
+        "size",
+        "timestamp_ms",
+        "properties",
     )
-    yield MANAGED_LEDGERS_T, row
-    base = {"managed_ledger": ml_name, "tenant": names["tenant"], "namespace": names["namespace"]}
-    last = len(ledgers) - 1
-    for i, li in enumerate(ledgers):
-        lr = dict(
-            base,
-            ledger_id=li.ledger_id,
-            position=i,
-            is_last=i == last,
-            entries=li.entries,
-            size=li.size,
-            timestamp_ms=li.timestamp_ms,
-            properties=dict(li.properties),
+    _OFFLOAD = tuple(f"offload_{a}" for a in _OFFLOAD_ATTRS)
+
+    def __init__(self) -> None:
+        self.errors = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        # maps as lists of (key, value) pairs, or None (a null map)
+        self._ml: dict[str, list[Any]] = {c: [] for c in self._ML_SCALARS}
+        self._li: dict[str, list[Any]] = {c: [] for c in self._LI_SCALARS}
+        self._offloads: list[tuple[int, Any]] = []  # (ML_LEDGERS row, OffloadInfo)
+
+    def __len__(self) -> int:
+        return len(self._ml["path"]) + len(self._li["ledger_id"])
+
+    def add_row(self, row: dict[str, Any]) -> None:
+        """Append a MANAGED_LEDGERS row given as a dict (absent columns are null)."""
+        for c, values in self._ml.items():
+            values.append(row.get(c))
+        props = self._ml["properties"]
+        if props[-1] is not None:
+            props[-1] = list(props[-1].items())
+        if row.get("error"):
+            self.errors += 1
+
+    def add(self, ml_name: str, path: str, data: bytes | None, stat: ZnodeTimes | None) -> bool:
+        """Append the rows of one managed-ledger znode; False when it does not decode (its
+        MANAGED_LEDGERS row then names the problem in ``error``)."""
+        names = _name_columns(ml_name)
+        row: dict[str, Any] = {"managed_ledger": ml_name, "path": path, **names, **_stat_times(stat)}
+        first = len(self._li["ledger_id"])
+        try:
+            compression, info = parse_managed_ledger_info(data or b"", path=path)
+            ledgers: Any = info.ledgerInfo if info is not None else ()
+            total_size, total_entries = self._ledgers(ledgers, first)
+        except Exception as e:  # noqa: BLE001 - DecodeError, or a decoder bug: keep the row, name the path
+            self._truncate(first)
+            row["error"] = _error_text(e)
+            self.add_row(row)
+            return False
+        n = len(ledgers)
+        li = self._li
+        li["managed_ledger"].extend([ml_name] * n)
+        li["tenant"].extend([names["tenant"]] * n)
+        li["namespace"].extend([names["namespace"]] * n)
+        li["position"].extend(range(n))
+        li["is_last"].extend([False] * (n - 1) + [True] if n else ())
+        row.update(
+            compression=compression,
+            ledger_count=n,
+            total_size=total_size,
+            total_entries=total_entries,
+            last_ledger_id=ledgers[-1].ledgerId if n else None,
+            terminated=info is not None and info.HasField("terminatedPosition"),
+            properties={kv.key: kv.value for kv in info.properties} if info is not None else {},
         )
-        off = li.offload
-        if off is not None:
-            lr.update(_attrs(off, _OFFLOAD_ATTRS, prefix="offload_"))
-            lr["offload_segments"] = [_attrs(s, _OFFLOAD_SEGMENT_ATTRS) for s in off.segments]
-        yield ML_LEDGERS_T, lr
+        self.add_row(row)
+        return True
+
+    def _ledgers(self, ledgers: Any, first: int) -> tuple[int, int]:
+        """Append the per-ledger values of the ``LedgerInfo`` messages (the first one is ML_LEDGERS
+        row ``first``): their total size and entries."""
+        li = self._li
+        ids, entries, sizes, times = li["ledger_id"], li["entries"], li["size"], li["timestamp_ms"]
+        props = li["properties"]
+        none: tuple[()] = ()
+        total_size = total_entries = 0
+        for i, x in enumerate(ledgers):
+            ids.append(x.ledgerId)
+            e = x.entries if x.HasField("entries") else None
+            z = x.size if x.HasField("size") else None
+            entries.append(e)
+            sizes.append(z)
+            times.append(x.timestamp if x.HasField("timestamp") else None)
+            total_entries += e or 0
+            total_size += z or 0
+            kvs = x.properties
+            props.append(list({kv.key: kv.value for kv in kvs}.items()) if kvs else none)
+            if x.HasField("offloadContext"):
+                self._offloads.append((first + i, offload_info(x.offloadContext)))
+        return total_size, total_entries
+
+    def _truncate(self, first: int) -> None:
+        """Drop the ML_LEDGERS values appended from row ``first`` on (a node that failed midway)."""
+        for c in ("ledger_id", "entries", "size", "timestamp_ms", "properties"):
+            del self._li[c][first:]
+        while self._offloads and self._offloads[-1][0] >= first:
+            self._offloads.pop()
+
+    def take(self) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """The rows added since the last call, as (table, record batch) pairs (none for a table with
+        no row); the builder starts empty again."""
+        if self._ml["path"]:
+            arrow = _arrow(MANAGED_LEDGERS_T)
+            arrays = [pa.array(self._ml[f.name], type=f.type) for f in arrow]
+            yield MANAGED_LEDGERS_T, pa.RecordBatch.from_arrays(arrays, schema=arrow)
+        n = len(self._li["ledger_id"])
+        if n:
+            arrow = _arrow(ML_LEDGERS_T)
+            cols: dict[str, list[Any]] = {c: [None] * n for c in (*self._OFFLOAD, "offload_segments")}
+            for at, off in self._offloads:
+                for a in _OFFLOAD_ATTRS:
+                    cols[f"offload_{a}"][at] = getattr(off, a)
+                cols["offload_segments"][at] = [_attrs(s, _OFFLOAD_SEGMENT_ATTRS) for s in off.segments]
+            cols.update(self._li)
+            arrays = [pa.array(cols[f.name], type=f.type) for f in arrow]
+            yield ML_LEDGERS_T, pa.RecordBatch.from_arrays(arrays, schema=arrow)
+        self._reset()
 
 
 def cursor_row(

@@ -18,11 +18,10 @@ from ledgerlens.formats import zkdata
 from ledgerlens.formats.paths import is_ledger_level1, is_special_znode, ledger_id_from_path
 from ledgerlens.inventory.rows import (
     CURSORS_T,
-    MANAGED_LEDGERS_T,
     LedgerColumns,
+    ManagedLedgerColumns,
     _name_columns,
     cursor_row,
-    managed_ledger_rows,
     policy_row,
     schema_rows,
 )
@@ -57,6 +56,7 @@ def snapshot_rows(
     if stage == "bk_ledgers":
         yield from _ledger_batches(base, chroot, live_root, nodes, stats)
         return
+    mls = ManagedLedgerColumns()
     for node, ok in nodes:
         stats["nodes"] += 1
         if not node.path.startswith(base):
@@ -68,17 +68,13 @@ def snapshot_rows(
             if ml is None:
                 continue
             if cursor is None:
+                if len(mls) >= mls.BATCH_ROWS:
+                    yield from mls.take()
                 if not ok:
                     stats["errors"] += 1
-                    yield (
-                        MANAGED_LEDGERS_T,
-                        {"managed_ledger": ml, "path": path, "error": NOAUTH, **_name_columns(ml)},
-                    )
-                    continue
-                for table, r in managed_ledger_rows(ml, path, node.data, node.stat):  # type: ignore[arg-type]
-                    if r.get("error"):
-                        stats["errors"] += 1
-                    yield table, r
+                    mls.add_row({"managed_ledger": ml, "path": path, "error": NOAUTH, **_name_columns(ml)})
+                elif not mls.add(ml, path, node.data, node.stat):  # type: ignore[arg-type]
+                    stats["errors"] += 1
             else:
                 if not ok:
                     r = cursor_row(ml, cursor, path, None, None)
@@ -100,6 +96,7 @@ def snapshot_rows(
                 if r.get("error"):
                     stats["errors"] += 1
                 yield "schema_ledgers", r
+    yield from mls.take()
 
 
 def _ledger_batches(

@@ -26,12 +26,12 @@ from ledgerlens.inventory.rows import (
     CURSORS_T,
     MANAGED_LEDGERS_T,
     LedgerColumns,
+    ManagedLedgerColumns,
     _error_text,
     _name_columns,
     _stat_times,
     cursor_row,
     ledger_row,
-    managed_ledger_rows,
     policy_row,
     schema_rows,
 )
@@ -265,18 +265,19 @@ def scan_managed_ledgers(
     names = find_managed_ledgers(reader, root, namespace_prefixes, errors)
     by_path = {_join(root, n): n for n in names}
     cursor_nodes: list[tuple[str, str]] = []  # (ml name, cursor node name)
+    mls = ManagedLedgerColumns()
     for r in reader.read(list(by_path), data=True, children=True):
         ml_name = by_path[r.path]
+        if len(mls) >= mls.BATCH_ROWS:
+            yield from mls.take()
         if r.error is not None and r.data is None:
             reader.stats.errors += 1
             row = {"managed_ledger": ml_name, "path": r.path, "error": _error_text(r.error)}
             row.update(_stat_times(r.stat), **_name_columns(ml_name))
-            yield MANAGED_LEDGERS_T, row
+            mls.add_row(row)
             continue
-        for table, row in managed_ledger_rows(ml_name, r.path, r.data, r.stat):
-            if row.get("error"):
-                reader.stats.errors += 1
-            yield table, row
+        if not mls.add(ml_name, r.path, r.data, r.stat):
+            reader.stats.errors += 1
         if r.children is None:  # data read, children not: the cursors of this ML are unknown
             reader.stats.errors += 1
             names_ = _name_columns(ml_name)
@@ -292,6 +293,7 @@ def scan_managed_ledgers(
             )
             continue
         cursor_nodes.extend((ml_name, c) for c in sorted(r.children))
+    yield from mls.take()
     cpaths = {_join(root, ml, c): (ml, c) for ml, c in cursor_nodes}
     for r in reader.get(list(cpaths)):
         ml_name, node = cpaths[r.path]
