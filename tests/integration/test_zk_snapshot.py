@@ -123,6 +123,51 @@ def test_the_running_servers_files_rebuild_the_tree(
     assert past.prepare().last_zxid == changes["mid_zxid"]
 
 
+def test_a_pinned_store_reads_the_state_its_plan_read(
+    zk_server: ZooKeeperServer, changes: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Re-verification reads a snapshot store pinned to the state the inventory read: the same plan,
+    not a second pass over the snapshot while the files are unchanged; and that state, not a newer
+    one, once the server has written more (the pinned store then makes its plan at that zxid)."""
+    if zk_server.snapshot_compression:
+        pytest.skip("pinning does not depend on the compression")
+    copy = tmp_path / "data"
+    shutil.copytree(zk_server.data_dir, copy)
+    src = ZooKeeperSnapshot(str(copy), ledgers_root=changes["root"], provides=("bk_ledgers",))
+    plan = src.prepare()
+    real_prepare = ZooKeeperSnapshot._prepare
+
+    def no_second_pass(self: ZooKeeperSnapshot) -> Any:
+        raise AssertionError(f"a second plan of {self.data_dir} (until {self.until!r})")
+
+    monkeypatch.setattr(ZooKeeperSnapshot, "_prepare", no_second_pass)
+    pinned = src.pinned()
+    assert pinned.until == hex(plan.last_zxid) and pinned.prepare() is plan
+    n001 = f"{changes['root']}/n001"
+    assert pinned.reads().get_many([n001]) == {n001: b"changed"}
+
+    # the server writes on; its newer log reaches the copy: the pin stays at the inventory's state
+    c = _kazoo(zk_server.hosts)
+    try:
+        c.set(n001, b"after the inventory")
+    finally:
+        c.stop()
+        c.close()
+    for _, log in find_files(str(zk_server.data_dir))[1]:
+        shutil.copy(log, copy / "version-2" / os.path.basename(log))
+    monkeypatch.setattr(ZooKeeperSnapshot, "_prepare", real_prepare)
+    later = src.pinned()
+    assert later.until == hex(plan.last_zxid)
+    assert later.reads().get_many([n001]) == {n001: b"changed"}
+    assert src.reads().get_many([n001]) == {n001: b"after the inventory"}  # unpinned: the newest state
+    c = _kazoo(zk_server.hosts)
+    try:
+        c.set(n001, b"changed")  # as the module's other tests expect it
+    finally:
+        c.stop()
+        c.close()
+
+
 def test_damaged_files_name_the_file_and_offset(
     zk_server: ZooKeeperServer, changes: dict[str, Any], tmp_path: Path
 ) -> None:

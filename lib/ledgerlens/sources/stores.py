@@ -236,7 +236,7 @@ class Stores:
             if isinstance(src, LiveZooKeeper):
                 return src.zk
             if isinstance(src, ZooKeeperSnapshot):  # pinned to the state the inventory read
-                return replace(src, until=f"{src.prepare().last_zxid:#x}")
+                return src.pinned()
             return None
 
         bk = one(self.bookkeeper)

@@ -29,7 +29,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ledgerlens.errors import ConfigError, DecodeError, SourceError
@@ -251,6 +251,8 @@ class SnapshotPlan:
 
 
 _PLANS: dict[tuple[Any, ...], SnapshotPlan] = {}
+# a store's settings -> (the files' fingerprint, the plan) of its last ``prepare``
+_READ: dict[tuple[Any, ...], tuple[Any, SnapshotPlan]] = {}
 
 
 def _encode(obj: Any) -> str:
@@ -301,20 +303,56 @@ class ZooKeeperSnapshot(MetadataStore):
         return tuple(out)
 
     # -- driver ---------------------------------------------------------------------------------
-    def prepare(self) -> SnapshotPlan:
-        """The plan (cached per source): pick files, replay the logs, index the snapshot."""
-        key = (
+    def _settings(self) -> tuple[Any, ...]:
+        """What a plan depends on besides the files."""
+        return (
             self.data_dir,
             self.until,
             self.chroot,
             tuple(sorted(self._roots().items())),
             self.chunk_nodes,
-            _fingerprint(self.data_dir),  # the files as they are now: a running server keeps writing
         )
-        plan = _PLANS.get(key)
+
+    def prepare(self) -> SnapshotPlan:
+        """The plan (cached per source): pick files, replay the logs, index the snapshot."""
+        settings = self._settings()
+        files = _fingerprint(self.data_dir)  # the files as they are now: a running server keeps writing
+        plan = _PLANS.get((*settings, files))
         if plan is None:
-            plan = _PLANS[key] = self._prepare()
+            if self.until:  # the base snapshot is chosen by the changes under this store's roots
+                plan = self._prepare()
+            else:  # one pass for every stage: the BookKeeper and Pulsar stores of a directory share it
+                whole = replace(self, provides=BOOKKEEPER_STAGES + PULSAR_STAGES)
+                key = (*whole._settings(), files)
+                if key not in _PLANS:
+                    _PLANS[key] = whole._prepare()
+                plan = self._restricted(_PLANS[key])
+            _PLANS[(*settings, files)] = plan
+        _READ[settings] = (files, plan)
         return plan
+
+    def _restricted(self, whole: SnapshotPlan) -> SnapshotPlan:
+        """This store's plan from the plan of every stage: its stages' partitions, its probes, and
+        the clusters when it is a Pulsar store."""
+        probes = set(self.probes())
+        return replace(
+            whole,
+            partitions={s: p for s, p in whole.partitions.items() if s in self.stages},
+            present=frozenset(p for p in whole.present if p in probes),
+            clusters=whole.clusters if self._clusters_root() is not None else [],
+        )
+
+    def pinned(self) -> ZooKeeperSnapshot:
+        """This store pinned to the state its last plan read (``until`` that plan's last zxid), for
+        re-verification: while the files are those the plan was made from, the pinned store reads
+        that same plan instead of a second pass over the snapshot to make it again."""
+        if self._settings() not in _READ:
+            self.prepare()
+        files, plan = _READ[self._settings()]
+        out = replace(self, until=f"{plan.last_zxid:#x}")
+        if files == _fingerprint(self.data_dir):
+            _PLANS.setdefault((*out._settings(), files), plan)
+        return out
 
     def _prepare(self) -> SnapshotPlan:
         where = f"zk-snapshot {self.data_dir}"
