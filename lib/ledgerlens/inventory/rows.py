@@ -6,7 +6,9 @@ snapshots, the admin API), so a table means the same whichever source filled it.
 A node that does not decode becomes one row with ``error`` and ``path`` set. BookKeeper's ledgers,
 which number millions, are built column by column into Arrow record batches (:class:`LedgerColumns`):
 the compiled decoder (``formats/_ledgerwire.c``) takes the common case, and anything it declines goes
-through the one Python decoder (``formats.bookkeeper``) with the same result.
+through the one Python decoder (``formats.bookkeeper``) with the same result. The managed ledgers'
+ledger lists, tens of millions of rows too, are likewise built column by column from the parsed
+protobuf (:class:`ManagedLedgerColumns`).
 """
 
 from __future__ import annotations
