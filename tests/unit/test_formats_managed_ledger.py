@@ -449,7 +449,7 @@ def test_columns_equal_the_record_decoder_on_every_shape():
         ok = cols.add(ml, f"{COL_PATH}-{i}", data, STAT)
         assert ok == ("error" not in row), list(NODES)[i]
         failed += not ok
-    assert failed == 3 and cols.errors == 3
+    assert failed == 3  # truncated, garbage, bad envelope
     got = taken(cols)
     assert got["managed_ledgers"] == as_rows("managed_ledgers", want_ml)
     assert got["ml_ledgers"] == as_rows("ml_ledgers", want_li)
@@ -470,7 +470,6 @@ def test_error_rows_given_as_dicts_keep_their_place():
     assert got["managed_ledgers"][1]["properties"] is None  # no map for a node not read
     assert got["managed_ledgers"][2]["znode_version"] is None
     assert [r["ledger_id"] for r in got["ml_ledgers"]] == [10, 11, 3_000_000_000, 5]
-    assert cols.errors == 1
 
 
 def test_a_node_that_fails_midway_leaves_no_ledger_row(monkeypatch):

@@ -224,7 +224,7 @@ class LedgerColumns:
 
     def take(self) -> pa.RecordBatch:
         """The rows added since the last call, as one record batch; the builder starts empty again."""
-        arrow = _ARROW_BK_LEDGERS()
+        arrow = _arrow("bk_ledgers")
         text = pa.string()
         bookies = pa.ListArray.from_arrays(
             pa.array(self._bookie_ends, type=pa.int32()),
@@ -283,8 +283,9 @@ def _attrs(record: object, names: Sequence[str], prefix: str = "") -> dict[str, 
 
 
 @functools.cache
-def _ARROW_BK_LEDGERS() -> pa.Schema:  # noqa: N802 - a constant built on first use
-    return to_arrow_schema(schemas.BK_LEDGERS)
+def _arrow(table: str) -> pa.Schema:
+    """The Arrow schema of an inventory table (built on first use)."""
+    return to_arrow_schema(schemas.INVENTORY[table])
 
 
 # -- /managed-ledgers --------------------------------------------------------------------------
@@ -301,11 +302,6 @@ def _name_columns(ml_name: str) -> dict[str, Any]:
     return {"tenant": n.tenant, "namespace": n.namespace, "topic": n.topic}
 
 
-@functools.cache
-def _arrow(table: str) -> pa.Schema:
-    return to_arrow_schema(schemas.INVENTORY[table])
-
-
 class ManagedLedgerColumns:
     """MANAGED_LEDGERS and ML_LEDGERS rows of many managed-ledger znodes, built column by column.
 
@@ -319,16 +315,12 @@ class ManagedLedgerColumns:
 
     BATCH_ROWS = 8192  # ML_LEDGERS rows (plus MANAGED_LEDGERS rows) per take its callers make
     _ML_SCALARS = tuple(f.name for f in schemas.MANAGED_LEDGERS.fields)
-    _LI_SCALARS = ("managed_ledger", "tenant", "namespace", "ledger_id", "position", "is_last") + (
-        "entries",
-        "size",
-        "timestamp_ms",
-        "properties",
-    )
+    # the ML_LEDGERS columns appended ledger by ledger (taken back when a node fails midway), then the rest
+    _PER_LEDGER = ("ledger_id", "entries", "size", "timestamp_ms", "properties")
+    _LI_SCALARS = (*_PER_LEDGER, "managed_ledger", "tenant", "namespace", "position", "is_last")
     _OFFLOAD = tuple(f"offload_{a}" for a in _OFFLOAD_ATTRS)
 
     def __init__(self) -> None:
-        self.errors = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -344,11 +336,8 @@ class ManagedLedgerColumns:
         """Append a MANAGED_LEDGERS row given as a dict (absent columns are null)."""
         for c, values in self._ml.items():
             values.append(row.get(c))
-        props = self._ml["properties"]
-        if props[-1] is not None:
-            props[-1] = list(props[-1].items())
-        if row.get("error"):
-            self.errors += 1
+        props = row.get("properties")
+        self._ml["properties"][-1] = None if props is None else list(props.items())
 
     def add(self, ml_name: str, path: str, data: bytes | None, stat: ZnodeTimes | None) -> bool:
         """Append the rows of one managed-ledger znode; False when it does not decode (its
@@ -409,7 +398,7 @@ class ManagedLedgerColumns:
 
     def _truncate(self, first: int) -> None:
         """Drop the ML_LEDGERS values appended from row ``first`` on (a node that failed midway)."""
-        for c in ("ledger_id", "entries", "size", "timestamp_ms", "properties"):
+        for c in self._PER_LEDGER:
             del self._li[c][first:]
         while self._offloads and self._offloads[-1][0] >= first:
             self._offloads.pop()
