@@ -31,7 +31,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Iterator, Sequence
@@ -44,7 +43,7 @@ from ledgerlens.deletion import commands as deletion_commands
 from ledgerlens.errors import ConfigError, LedgerLensError
 from ledgerlens.report import metrics
 from ledgerlens.report.text import SEVERITY_ORDER, human_bytes
-from ledgerlens.runtime import console, lab
+from ledgerlens.runtime import console, lab, signals
 from ledgerlens.runtime.console import Progress, disk_line, process_started, summary_line
 from ledgerlens.runtime.console import started_env as console_started
 from ledgerlens.runtime.outdir import OutputDir
@@ -121,7 +120,7 @@ def _spark_session(
     if active is not None:  # called in-process next to a live session (notebook, tests): reuse it
         return active, False
     session = get_session(master, conf=conf, quick_compile=quick_compile_for(znodes))
-    _install_signal_handlers()  # pyspark's SIGINT handler calls into a JVM that may be gone
+    signals.install()  # pyspark's SIGINT handler calls into a JVM that may be gone
     return session, True
 
 
@@ -153,12 +152,16 @@ def _preflight(
     )
 
 
+def _own_process() -> bool:
+    """The process is this command's (the console script, ``python -m ledgerlens.cli``), not a caller's
+    that calls ``main`` in-process (tests, notebooks)."""
+    return Path(sys.argv[0]).name in ("ledgerlens", "cli.py")
+
+
 def _progress(args: argparse.Namespace, *, bar: bool | None = None) -> Any:
     """The command's progress display (``ledgerlens.runtime.console.Progress``) on its own clock, from the
     process's start: nothing with ``--no-progress``."""
-    # the command's process (the console script, python -m ledgerlens.cli), else this call (in-process)
-    own = Path(sys.argv[0]).name in ("ledgerlens", "cli.py")
-    started = process_started() if own else time.time()
+    started = process_started() if _own_process() else time.time()
     title = f"ledgerlens {args.command}"
     return Progress(enabled=not args.no_progress, title=title, started=started, bar=bar)
 
@@ -566,28 +569,6 @@ COMMANDS = {
 }
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived: unwind (finally blocks stop Spark and remove staging), then exit 143."""
-
-
-_SIGNALLED: list[int] = []
-
-
-def _on_signal(signum: int, _frame: Any) -> None:
-    if _SIGNALLED:  # a second Ctrl-C while unwinding: keep unwinding, no second traceback
-        return
-    _SIGNALLED.append(signum)
-    if signum == signal.SIGTERM:
-        raise Terminated()
-    raise KeyboardInterrupt()
-
-
-def _install_signal_handlers() -> None:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _on_signal)
-        signal.signal(signal.SIGTERM, _on_signal)
-
-
 def _quiet(debug: bool) -> None:
     """No log noise from py4j or Spark on the console unless ``--debug``; redacted log lines."""
     from ledgerlens.runtime.spark import QUIET_ENV  # pyspark: not for --help and usage errors
@@ -615,8 +596,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.quiet()
     debug = bool(getattr(args, "debug", False))
     name = f"ledgerlens {args.command}"
-    _SIGNALLED.clear()
-    _install_signal_handlers()
+    signals.forget()
+    signals.install()
     from ledgerlens.runtime.spark import QUIET_ENV  # pyspark: not for --help and usage errors
 
     saved_quiet = os.environ.get(QUIET_ENV)
@@ -628,10 +609,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         apply_sandbox(args)
 
         with console.closing_progress():  # no progress line after the command's last line
-            return {**COMMANDS, **deletion_commands.COMMANDS}[args.command](args)
+            code = {**COMMANDS, **deletion_commands.COMMANDS}[args.command](args)
+        signals.raise_if_stopped()  # a signal some library swallowed: the run still stopped
+        return code
     except BaseException as e:  # noqa: BLE001 - every way out is one line and an exit status
-        if _SIGNALLED or isinstance(e, KeyboardInterrupt | Terminated):
-            term = (_SIGNALLED or [signal.SIGINT])[0] == signal.SIGTERM or isinstance(e, Terminated)
+        got = signals.received()
+        if got is not None or isinstance(e, KeyboardInterrupt | signals.Terminated):
+            term = got == signal.SIGTERM or isinstance(e, signals.Terminated)
             _stop_children()
             print(f"{name}: {'terminated' if term else 'interrupted'}", file=sys.stderr)
             return EXIT_TERMINATED if term else EXIT_INTERRUPTED
@@ -652,11 +636,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if saved_quiet is None:
             os.environ.pop(QUIET_ENV, None)
-        for logger_name, level in saved_levels.items():
-            logging.getLogger(logger_name).setLevel(level)
-        if threading_main():
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if not _own_process():  # called in-process: as it was. The console script's libraries stay
+            # quiet until the interpreter ends (an interrupted runbook's asyncio tasks log at exit)
+            for logger_name, level in saved_levels.items():
+                logging.getLogger(logger_name).setLevel(level)
+        signals.uninstall()
 
 
 def _stop_children(grace_s: float = 5.0) -> None:
@@ -686,10 +670,6 @@ def _stop_children(grace_s: float = 5.0) -> None:
             time.sleep(0.1)
         if not children():
             return
-
-
-def threading_main() -> bool:
-    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -74,6 +74,34 @@ def test_failed_run_leaves_out_as_it_was(tmp_path: Path) -> None:
     assert not fresh.exists()
 
 
+def test_a_run_that_received_a_signal_publishes_nothing(tmp_path: Path) -> None:
+    """A Ctrl-C whose KeyboardInterrupt a library swallowed (kazoo does, under a bare ``except``) and
+    the run went on to the end: what it staged is not published, the earlier results stay."""
+    import signal
+
+    from ledgerlens.runtime import signals
+
+    out = tmp_path / "out"
+    with OutputDir(out) as od:
+        _write_run(od.staging, "one", report=True)
+        od.publish()
+    before = _visible(out)
+    signals.forget()
+    try:
+        with pytest.raises(KeyboardInterrupt), OutputDir(out) as od:
+            _write_run(od.staging, "two", report=True)
+            try:
+                signals.on_signal(signal.SIGINT, None)
+            except KeyboardInterrupt:
+                pass  # swallowed on its way up
+            od.publish()
+        assert signals.received() == signal.SIGINT
+    finally:
+        signals.forget()
+    assert _visible(out) == before
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".ledgerlens-staging")]
+
+
 def test_results_of_an_earlier_run_are_not_left_beside_new_ones(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

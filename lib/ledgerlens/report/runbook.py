@@ -24,9 +24,10 @@ import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ledgerlens.errors import LedgerLensError
+from ledgerlens.settings.config import cache_dir
 from ledgerlens.settings.redact import leaked_names, redact, redact_html, redact_notebook
 from ledgerlens.settings.redact import secret_values as secret_values
 
@@ -49,16 +50,31 @@ class SecretLeakError(ReportError):
     """A secret's value appears in a notebook or report. The message names the variable, never the value."""
 
 
-def _kernel_config(sockets: str) -> Any:
+def _kernel_config(sockets: str, stderr: IO[bytes] | None = None) -> Any:
     """Kernels talk to papermill over local IPC sockets: nothing on the network, no TCP warning. The
     sockets go in the directory ``sockets`` (by default Jupyter makes them in the working directory,
-    and a kernel that is interrupted leaves them there)."""
-    from traitlets.config import Config  # Jupyter's config system (~250 ms): only when a kernel runs
+    and a kernel that is interrupted leaves them there). ``stderr``: where the kernel process's own
+    stderr goes (what it writes outside the notebook's streams: a kernel shut down mid-cell logs
+    its pending tasks there); by default this process's."""
+    from jupyter_client.manager import AsyncKernelManager  # Jupyter: only when a kernel runs
+    from traitlets.config import Config
+
+    class _KernelManager(AsyncKernelManager):  # type: ignore[misc]
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            if stderr is not None:
+                kw.setdefault("stderr", stderr)
+            await super()._async_launch_kernel(kernel_cmd, **kw)
 
     config = Config()
     config.KernelManager.transport = "ipc"
     config.KernelManager.ip = os.path.join(sockets, "kernel")
+    config.NotebookClient.kernel_manager_class = _KernelManager
     return config
+
+
+KERNEL_LOG = "runbook-kernel.log"
+"""The last headless runbook kernel's own stderr, in the cache directory (the command line, unless
+``--verbose`` or ``--debug``: then on the console)."""
 
 
 HEADLESS_ENV = "LEDGERLENS_HEADLESS"
@@ -182,6 +198,7 @@ def execute_runbook(
     from papermill.exceptions import PapermillExecutionError
 
     from ledgerlens.report.papermill_redact import install  # imports papermill: it installs itself on import
+    from ledgerlens.runtime.spark import QUIET_ENV  # pyspark: the runbook's kernel starts it anyway
 
     install()  # loaded by papermill's entry points already, unless ledgerlens' metadata is stale
     output = Path(output)
@@ -190,6 +207,11 @@ def execute_runbook(
     headless_before = os.environ.get(HEADLESS_ENV)
     os.environ[HEADLESS_ENV] = "1"  # inherited by the kernel papermill starts
     sockets = tempfile.mkdtemp(prefix="ledgerlens-kernel-")
+    kernel_log = None
+    if os.environ.get(QUIET_ENV):  # the command line: no library noise on the console
+        log = cache_dir() / KERNEL_LOG
+        log.parent.mkdir(parents=True, exist_ok=True)
+        kernel_log = open(log, "wb")  # noqa: SIM115 - open while the kernel runs, closed below
     try:
         pm.execute_notebook(
             str(notebook),
@@ -199,7 +221,7 @@ def execute_runbook(
             progress_bar=False,
             # the kernel's progress lines, as they come: to stderr, or to the file given (a relay)
             stderr_file=(sys.stderr if progress is True else progress or None),
-            config=_kernel_config(sockets),
+            config=_kernel_config(sockets, kernel_log),
             cwd=str(cwd) if cwd is not None else None,
         )
     except PapermillExecutionError as e:
@@ -211,6 +233,8 @@ def execute_runbook(
         ) from e
     finally:
         shutil.rmtree(sockets, ignore_errors=True)
+        if kernel_log is not None:
+            kernel_log.close()
         if headless_before is None:
             os.environ.pop(HEADLESS_ENV, None)
         else:

@@ -38,6 +38,7 @@ from types import TracebackType
 from typing import Any
 
 from ledgerlens.errors import ConfigError, LedgerLensError
+from ledgerlens.runtime import signals
 
 LOCK_NAME = ".ledgerlens.lock"
 MANIFEST_NAME = ".ledgerlens-manifest.json"
@@ -203,6 +204,7 @@ class OutputDir:
             "old": old,
             "merged": merged,
         }
+        signals.raise_if_stopped()  # a stopped run publishes nothing, even one a library kept going
         with _signals_deferred():
             write_atomic(self.out / JOURNAL_NAME, json.dumps(journal) + "\n")
             _roll_forward(self.out, journal)

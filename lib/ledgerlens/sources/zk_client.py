@@ -29,6 +29,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import ZnodeStat
 
 from ledgerlens.errors import SourceError
+from ledgerlens.runtime import signals
 from ledgerlens.settings.config import ZooKeeperAuth
 from ledgerlens.sources.reach import RateLimiter
 
@@ -39,13 +40,26 @@ _TRANSIENT = (ConnectionLoss, OperationTimeoutError, SessionExpiredError, Connec
 _RETRIES = 5
 
 
+class _Client(KazooClient):  # type: ignore[misc]
+    """kazoo's client, with Ctrl-C kept: kazoo wakes its connection thread for each request under a
+    bare ``except`` that turns anything raised there (the KeyboardInterrupt of a signal arriving at
+    that moment included) into ConnectionClosedError on the request, which a scan retries as a
+    hiccup. A signal the command received is raised again once the request is queued."""
+
+    def _call(self, request: Any, async_object: Any) -> Any:
+        try:
+            return super()._call(request, async_object)
+        finally:
+            signals.raise_if_stopped()
+
+
 def connect(hosts: str, *, timeout_s: float = 30.0, auth: ZooKeeperAuth | None = None) -> KazooClient:
     """A started read-only kazoo client, or :class:`SourceError` naming the server.
 
     ``auth`` (credentials by reference) is applied to the session: digest ``auth_data`` or SASL.
     """
     options = auth.kazoo_options() if auth is not None else {}
-    client = KazooClient(hosts=hosts, timeout=timeout_s, read_only=True, **options)  # type: ignore[arg-type]
+    client = _Client(hosts=hosts, timeout=timeout_s, read_only=True, **options)
     try:
         client.start(timeout=timeout_s)
     except NoAuthError as e:  # kazoo checks the chroot on start
