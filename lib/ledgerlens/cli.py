@@ -49,6 +49,7 @@ from ledgerlens.runtime.console import started_env as console_started
 from ledgerlens.runtime.outdir import OutputDir
 from ledgerlens.runtime.warm_up import warm_up
 from ledgerlens.settings import arguments, inputs
+from ledgerlens.settings.config import cache_dir
 from ledgerlens.settings.redact import redact, redact_exception, redact_logging
 from ledgerlens.settings.request import AuditRequest
 
@@ -414,7 +415,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         relay = bar.relay() if bar.enabled else False
         with bar.waiting("running the runbook in a Jupyter kernel"), console_started(bar.started_at):
             executed = report.execute_runbook(
-                notebook, staged_nb, params, kernel_name=args.kernel, progress=relay
+                notebook,
+                staged_nb,
+                params,
+                kernel_name=args.kernel,
+                progress=relay,
+                kernel_stderr=_kernel_log(),
             )
         report.relocate_notebook(executed, od.staging, od.out)  # paths as they will be once published
         summary = report.read_recorded(executed, "summary")
@@ -448,6 +454,17 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(disk)
     print(summary_line(summary, worst=_worst(summary, od.out / "findings.parquet"), report=html))
     return exit_code(summary, request.fail_on or None)
+
+
+KERNEL_LOG = "runbook-kernel.log"
+"""The last ``ledgerlens report`` kernel's own stderr, in the cache directory (unless ``--verbose`` or
+``--debug``: then on the console). A kernel shut down mid-cell (Ctrl-C) logs its pending tasks there."""
+
+
+def _kernel_log() -> Path | None:
+    from ledgerlens.runtime.spark import QUIET_ENV  # pyspark: the runbook's kernel starts it anyway
+
+    return cache_dir() / KERNEL_LOG if os.environ.get(QUIET_ENV) else None
 
 
 def cmd_lab(args: argparse.Namespace) -> int:

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from ledgerlens.errors import LedgerLensError
-from ledgerlens.settings.config import cache_dir
 from ledgerlens.settings.redact import leaked_names, redact, redact_html, redact_notebook
 from ledgerlens.settings.redact import secret_values as secret_values
 
@@ -70,11 +69,6 @@ def _kernel_config(sockets: str, stderr: IO[bytes] | None = None) -> Any:
     config.KernelManager.ip = os.path.join(sockets, "kernel")
     config.NotebookClient.kernel_manager_class = _KernelManager
     return config
-
-
-KERNEL_LOG = "runbook-kernel.log"
-"""The last headless runbook kernel's own stderr, in the cache directory (the command line, unless
-``--verbose`` or ``--debug``: then on the console)."""
 
 
 HEADLESS_ENV = "LEDGERLENS_HEADLESS"
@@ -185,6 +179,7 @@ def execute_runbook(
     kernel_name: str | None = None,
     cwd: str | Path | None = None,
     progress: bool | Any = False,
+    kernel_stderr: str | Path | None = None,
 ) -> Path:
     """Execute ``notebook`` with papermill into ``output``; returns ``output``.
 
@@ -193,12 +188,13 @@ def execute_runbook(
     process's stderr, or to ``progress`` when it is a file, as it comes. The kernel runs with
     ``LEDGERLENS_HEADLESS=1`` (no widgets). A failing cell raises ``ReportError`` naming the cell
     and the error; the partly executed notebook is kept at ``output`` for inspection.
+    ``kernel_stderr``: a file for the kernel process's own stderr (what it writes outside the
+    notebook's streams), rewritten; by default it is this process's stderr.
     """
     import papermill as pm  # papermill: only when a runbook is executed
     from papermill.exceptions import PapermillExecutionError
 
     from ledgerlens.report.papermill_redact import install  # imports papermill: it installs itself on import
-    from ledgerlens.runtime.spark import QUIET_ENV  # pyspark: the runbook's kernel starts it anyway
 
     install()  # loaded by papermill's entry points already, unless ledgerlens' metadata is stale
     output = Path(output)
@@ -208,10 +204,9 @@ def execute_runbook(
     os.environ[HEADLESS_ENV] = "1"  # inherited by the kernel papermill starts
     sockets = tempfile.mkdtemp(prefix="ledgerlens-kernel-")
     kernel_log = None
-    if os.environ.get(QUIET_ENV):  # the command line: no library noise on the console
-        log = cache_dir() / KERNEL_LOG
-        log.parent.mkdir(parents=True, exist_ok=True)
-        kernel_log = open(log, "wb")  # noqa: SIM115 - open while the kernel runs, closed below
+    if kernel_stderr is not None:
+        Path(kernel_stderr).parent.mkdir(parents=True, exist_ok=True)
+        kernel_log = open(kernel_stderr, "wb")  # noqa: SIM115 - open while the kernel runs, closed below
     try:
         pm.execute_notebook(
             str(notebook),
