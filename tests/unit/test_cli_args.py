@@ -308,8 +308,10 @@ def test_report_parameters_and_calls(
         *,
         kernel_name: str | None = None,
         progress: bool = False,
+        kernel_stderr: Path | None = None,
     ) -> Path:
         calls["execute"] = (notebook, output, parameters, kernel_name)
+        calls["kernel_stderr"] = kernel_stderr
         return output
 
     def to_html(notebook: Path, html: Path, *, exclude_input: bool = True, title: str = "") -> Path:
@@ -349,6 +351,8 @@ def test_report_parameters_and_calls(
     staging = output.parent  # the run's private staging directory inside --out, published at the end
     assert staging.parent == out.resolve() and staging.name.startswith(".ledgerlens-staging-")
     assert notebook == nb and output.name == "audit_ledgers.ipynb" and kernel == "python3"
+    # the kernel's own stderr (its noise when shut down mid-cell) is kept off the console
+    assert calls["kernel_stderr"] is not None and calls["kernel_stderr"].name == cli.KERNEL_LOG
     assert not staging.exists()  # removed after publication
     assert params == {  # only what was given: the runbook resolves the rest like the CLI does
         "context": "",
