@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
 from ledgerlens.errors import DecodeError
 from ledgerlens.formats.bookkeeper import decode_ledger_metadata
@@ -52,13 +53,19 @@ _DOMAINS = {"persistent", "non-persistent"}
 
 
 def _walk(zk: Any, path: str) -> list[tuple[str, bytes, Any]]:
+    """Every node under ``path``. The broker keeps working while this walks (cursor ledgers roll over
+    every second), so a node deleted between its parent's listing and its read is left out."""
     out = []
     stack = [path]
     while stack:
         p = stack.pop()
-        data, stat = zk.get(p)
+        try:
+            data, stat = zk.get(p)
+            children = zk.get_children(p)
+        except NoNodeError:
+            continue
         out.append((p, data, stat))
-        stack.extend(f"{p.rstrip('/')}/{c}" for c in zk.get_children(p))
+        stack.extend(f"{p.rstrip('/')}/{c}" for c in children)
     return out
 
 
