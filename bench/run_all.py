@@ -8,10 +8,10 @@ Runs, one after the other in fresh processes (one run, so the ratios share the m
   running one trivial job;
 - ``bench/bench_audit.py --driver-memory 4g``: ``run_audit`` written to Parquet vs a full read of
   the inventory, at each ``--audit-sizes`` point, ``--audit-repeats`` times (3) in fresh processes:
-  the median ratio against the limit, the lowest and highest beside it; then, in another fresh process, the same full read
-  and ``run_audit`` of the same layout ``FLOOR_SCALE`` times smaller (``--audit-scale``): the
-  audit's fixed cost against the same read, which no speed-up proportional to the data removes
-  (informational; ``--no-floor`` leaves it out);
+  the median ratio against the limit, the lowest and highest beside it; then, in another fresh
+  process, the same full read and ``run_audit`` of the same layout ``FLOOR_SCALE`` times smaller
+  (``--audit-scale``): the audit's fixed cost against the same read, which no speed-up
+  proportional to the data removes (informational; ``--no-floor`` leaves it out);
   beside each size, where the JVM's CPU went (``bench_audit.JvmCpu``): the ratio of its CPU but
   its JIT compilers' and GC's, audit against read, and the compilers' share of it in each
   (informational);
