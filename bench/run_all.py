@@ -47,6 +47,7 @@ FLOOR_SCALE = 64  # the audit's fixed cost: the same layout this many times smal
 # the audit against a full read of its inventory: 2x is out of reach on 2 cores; 2.6x (measured at
 # 10M ledgers) is the limit not to regress past (issue 45)
 AUDIT_LIMIT = 2.6
+ABSENT = "n/a"  # the load average of a benchmark a replayed transcript does not hold
 
 
 @dataclass
@@ -98,7 +99,7 @@ def replayed(transcript: Path) -> Callable[[str, list[str], Path], tuple[str, st
         pat = rf"^=== {re.escape(name)}: .*\(load average ([^)]*)\)\n(.*?)^=== {re.escape(name)}: exit (\d+)"
         m = re.search(pat, text, re.MULTILINE | re.DOTALL)
         if m is None:
-            return "", "n/a"
+            return "", ABSENT
         return (m.group(2) if m.group(3) == "0" else ""), m.group(1)
 
     return run_
@@ -168,18 +169,18 @@ def audit_rows(texts: list[str], at: str, size: str, heap: str) -> list[Row]:
     runs = [one(t) for t in texts]
 
     def median(key: str) -> float | None:
-        got = [r[key] for r in runs]
-        return None if not got or any(v is None for v in got) else statistics.median(got)  # type: ignore[type-var]
+        got = [v for r in runs if (v := r[key]) is not None]
+        return statistics.median(got) if got and len(got) == len(runs) else None  # any run failed: none
 
     ratio = median("ratio")
-    ratios = [r["ratio"] for r in runs]
-    spread = None if ratio is None else (min(ratios), max(ratios))  # type: ignore[type-var]
+    ratios = [v for r in runs if (v := r["ratio"]) is not None]
+    spread = (min(ratios), max(ratios)) if ratio is not None else (None, None)
     n = len(runs)
     return [
         Row(f"audit {size}: run_audit / full inventory read (heap {heap}), median of {n} runs", ratio, "x",
             "<= 2.6x (limit)", None if ratio is None else ratio <= AUDIT_LIMIT, at),
-        Row(f"audit {size}: lowest of the {n} runs' ratios", spread and spread[0], "x", "(info)", None, at),
-        Row(f"audit {size}: highest of the {n} runs' ratios", spread and spread[1], "x", "(info)", None, at),
+        Row(f"audit {size}: lowest of the {n} runs' ratios", spread[0], "x", "(info)", None, at),
+        Row(f"audit {size}: highest of the {n} runs' ratios", spread[1], "x", "(info)", None, at),
         Row(f"audit {size}: run_audit seconds (median)", median("secs"), " s", "(info)", None, at),
         Row(f"audit {size}: peak JVM RSS (median)", median("jvm"), " GiB", "(info)", None, at),
         Row(f"audit {size}: JVM CPU but JIT and GC, run_audit / full read (median)", median("work"), "x",
@@ -318,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
                 run(f"audit_{ledgers}" + (f"_run{i + 1}" if i else ""), cmd, logs)
                 for i in range(max(1, args.audit_repeats))
             ]
-            outs = [out for out, at in runs if at != "n/a"]  # a replayed transcript may hold fewer runs
+            outs = [out for out, at in runs if at != ABSENT]  # a replayed transcript may hold fewer runs
             rows += audit_rows(outs, runs[0][1], f"{int(ledgers):,} ledgers", args.driver_memory)
             if not args.no_floor:
                 floor = [*cmd, "--audit-scale", str(FLOOR_SCALE)] + ([] if args.reuse else ["--reuse"])

@@ -102,6 +102,25 @@ def test_a_run_that_received_a_signal_publishes_nothing(tmp_path: Path) -> None:
     assert not [p.name for p in out.iterdir() if p.name.startswith(".ledgerlens-staging")]
 
 
+def test_the_record_of_a_signal_ends_with_the_command(tmp_path: Path) -> None:
+    """A command that received a Ctrl-C has ended (``uninstall``): a later publication in the same
+    process (a notebook, the next ``main``) is not refused for it."""
+    import signal
+
+    from ledgerlens.runtime import signals
+
+    signals.forget()
+    with pytest.raises(KeyboardInterrupt):
+        signals.on_signal(signal.SIGINT, None)
+    signals.uninstall()
+    assert signals.received() is None
+    out = tmp_path / "out"
+    with OutputDir(out) as od:
+        _write_run(od.staging, "after", report=True)
+        od.publish()
+    assert _visible(out)
+
+
 def test_results_of_an_earlier_run_are_not_left_beside_new_ones(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

@@ -55,7 +55,7 @@ def install() -> None:
 def uninstall() -> None:
     """The command is over: Python's default handlers again, and no signal on record (a later
     command or publication in the same process starts clean)."""
-    _RECEIVED.clear()
+    forget()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
